@@ -1,0 +1,30 @@
+//! The record: every event the modules emit, kept for good, append-only, each with an offset.
+//!
+//! [`Record`] stores events in an embedded LSM store (fjall) keyed by offset, with an id index
+//! for idempotency. An append returns only after the batch is fsynced; concurrent appends share
+//! one fsync (group commit). The on-disk layout is described in `docs/formats/record.md`.
+//!
+//! ```
+//! use livestate_record::{NewEvent, Record};
+//! let dir = tempfile::tempdir().unwrap();
+//! let record = Record::open(dir.path()).unwrap();
+//! let ev = NewEvent {
+//!     id: "e1".into(),
+//!     event_type: "inventory.stock_counted".into(),
+//!     occurred_at: "2026-01-01T00:00:00.000Z".into(),
+//!     causation: None,
+//!     data: serde_json::Map::new(),
+//! };
+//! let first = record.append(vec![ev.clone()]).unwrap();
+//! let again = record.append(vec![ev]).unwrap();
+//! assert_eq!(first[0].offset, again[0].offset);
+//! assert!(again[0].duplicate);
+//! ```
+
+mod entry;
+mod error;
+mod record;
+
+pub use entry::{NewEvent, RecordedEvent, ENTRY_VERSION};
+pub use error::RecordError;
+pub use record::{Appended, Record, RecordStats};

@@ -1,0 +1,301 @@
+//! The durable, append-only record with group commit.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+
+use crate::entry::{NewEvent, RecordedEvent};
+use crate::error::RecordError;
+
+/// The outcome of appending one event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub offset: u64,
+    /// True when the id was already recorded (with the same content): nothing was appended.
+    pub duplicate: bool,
+}
+
+/// Counters a caller can show or assert on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecordStats {
+    /// fsyncs performed (one per group commit).
+    pub syncs: u64,
+    /// Append requests served.
+    pub requests: u64,
+}
+
+/// An append-only log of events, each with a dense offset starting at 0.
+///
+/// Appends are acknowledged only after an fsync. Concurrent [`Record::append`] calls are
+/// grouped: one caller (the leader) writes every queued request in one batch and one fsync while
+/// the others wait, so throughput grows with concurrency instead of collapsing.
+#[derive(Clone)]
+pub struct Record {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    db: Database,
+    events: Keyspace,
+    ids: Keyspace,
+    state: Mutex<State>,
+    done: Condvar,
+}
+
+struct State {
+    next_offset: u64,
+    last_recorded_ms: i64,
+    queue: Vec<(u64, Vec<NewEvent>)>,
+    next_ticket: u64,
+    leader: bool,
+    results: HashMap<u64, Result<Vec<Appended>, RecordError>>,
+    poisoned: Option<String>,
+    stats: RecordStats,
+}
+
+fn offset_key(offset: u64) -> [u8; 8] {
+    offset.to_be_bytes()
+}
+
+fn decode_offset(bytes: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(bytes.try_into().ok()?))
+}
+
+impl Record {
+    /// Opens (creating if needed) the record stored in directory `path`.
+    ///
+    /// # Errors
+    /// [`RecordError::Store`] when the store cannot be opened or recovered.
+    pub fn open(path: &Path) -> Result<Record, RecordError> {
+        let err = RecordError::store(path);
+        let db = Database::builder(path).open().map_err(err)?;
+        let events = db.keyspace("events", KeyspaceCreateOptions::default).map_err(RecordError::store(path))?;
+        let ids = db.keyspace("ids", KeyspaceCreateOptions::default).map_err(RecordError::store(path))?;
+        let (next_offset, last_recorded_ms) = match events.last_key_value() {
+            None => (0, 0),
+            Some(kv) => {
+                let (k, v) = kv.into_inner().map_err(RecordError::store(path))?;
+                let offset = decode_offset(&k)
+                    .ok_or_else(|| RecordError::Corrupt { offset: 0, reason: "last key is not an offset".into() })?;
+                let ev = RecordedEvent::decode(offset, &v)?;
+                (offset + 1, ev.recorded_at_ms)
+            }
+        };
+        Ok(Record {
+            inner: Arc::new(Inner {
+                path: path.to_path_buf(),
+                db,
+                events,
+                ids,
+                state: Mutex::new(State {
+                    next_offset,
+                    last_recorded_ms,
+                    queue: Vec::new(),
+                    next_ticket: 0,
+                    leader: false,
+                    results: HashMap::new(),
+                    poisoned: None,
+                    stats: RecordStats::default(),
+                }),
+                done: Condvar::new(),
+            }),
+        })
+    }
+
+    /// The offset the next new event will get (= the number of events recorded).
+    pub fn next_offset(&self) -> u64 {
+        self.inner.state.lock().expect("record state lock").next_offset
+    }
+
+    /// Group-commit counters since open.
+    pub fn stats(&self) -> RecordStats {
+        self.inner.state.lock().expect("record state lock").stats
+    }
+
+    /// Appends `events` atomically and durably: when this returns `Ok`, every event is on disk
+    /// (or was already, for a re-sent id). Re-sending an id with the same content returns its
+    /// original offset; with different content the whole request fails and appends nothing.
+    ///
+    /// # Errors
+    /// [`RecordError::IdConflict`] for a re-used id with new content; [`RecordError::Store`] or
+    /// [`RecordError::Poisoned`] when the disk write failed, in which case nothing of the request
+    /// is acknowledged and the record refuses further writes until reopened.
+    pub fn append(&self, events: Vec<NewEvent>) -> Result<Vec<Appended>, RecordError> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let inner = &*self.inner;
+        let mut st = inner.state.lock().expect("record state lock");
+        if let Some(p) = &st.poisoned {
+            return Err(RecordError::Poisoned(p.clone()));
+        }
+        let ticket = st.next_ticket;
+        st.next_ticket += 1;
+        st.queue.push((ticket, events));
+        loop {
+            if let Some(r) = st.results.remove(&ticket) {
+                return r;
+            }
+            if !st.leader {
+                st.leader = true;
+                let group = std::mem::take(&mut st.queue);
+                let start = st.next_offset;
+                let last_ms = st.last_recorded_ms;
+                drop(st);
+                let outcome = inner.commit_group(group, start, last_ms);
+                st = inner.state.lock().expect("record state lock");
+                st.leader = false;
+                st.stats.syncs += 1;
+                match outcome {
+                    Ok((results, next, ms)) => {
+                        st.next_offset = next;
+                        st.last_recorded_ms = ms;
+                        st.stats.requests += results.len() as u64;
+                        st.results.extend(results);
+                    }
+                    Err((tickets, e)) => {
+                        let msg = e.to_string();
+                        tracing::error!(error = %msg, "record write failed; refusing further writes");
+                        st.poisoned = Some(msg.clone());
+                        for t in tickets {
+                            st.results.insert(t, Err(RecordError::Poisoned(msg.clone())));
+                        }
+                    }
+                }
+                inner.done.notify_all();
+            } else {
+                st = inner.done.wait(st).expect("record state lock");
+            }
+        }
+    }
+
+    /// Up to `limit` events starting at `from`, in offset order.
+    ///
+    /// # Errors
+    /// [`RecordError::Store`] on I/O failure, [`RecordError::Corrupt`] for an unreadable entry.
+    pub fn read(&self, from: u64, limit: usize) -> Result<Vec<RecordedEvent>, RecordError> {
+        let inner = &*self.inner;
+        let mut out = Vec::with_capacity(limit.min(4096));
+        for kv in inner.events.range(offset_key(from)..).take(limit) {
+            let (k, v) = kv.into_inner().map_err(RecordError::store(&inner.path))?;
+            let offset = decode_offset(&k)
+                .ok_or_else(|| RecordError::Corrupt { offset: from, reason: "key is not an offset".into() })?;
+            out.push(RecordedEvent::decode(offset, &v)?);
+        }
+        Ok(out)
+    }
+
+    /// The event at `offset`, if recorded.
+    ///
+    /// # Errors
+    /// As [`Record::read`].
+    pub fn get(&self, offset: u64) -> Result<Option<RecordedEvent>, RecordError> {
+        let inner = &*self.inner;
+        match inner.events.get(offset_key(offset)).map_err(RecordError::store(&inner.path))? {
+            Some(v) => Ok(Some(RecordedEvent::decode(offset, &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The offset at which event id `id` was recorded.
+    ///
+    /// # Errors
+    /// As [`Record::read`].
+    pub fn offset_of(&self, id: &str) -> Result<Option<u64>, RecordError> {
+        let inner = &*self.inner;
+        let v = inner.ids.get(id.as_bytes()).map_err(RecordError::store(&inner.path))?;
+        Ok(v.and_then(|v| decode_offset(&v)))
+    }
+}
+
+type GroupOk = (Vec<(u64, Result<Vec<Appended>, RecordError>)>, u64, i64);
+
+impl Inner {
+    /// Writes one group in a single batch and fsync. Offsets are assigned here, by the only
+    /// leader, so they stay dense and ordered.
+    fn commit_group(
+        &self,
+        group: Vec<(u64, Vec<NewEvent>)>,
+        start: u64,
+        last_ms: i64,
+    ) -> Result<GroupOk, (Vec<u64>, RecordError)> {
+        let tickets: Vec<u64> = group.iter().map(|(t, _)| *t).collect();
+        let fail = |e: RecordError| (tickets.clone(), e);
+        let now_ms = chrono::Utc::now().timestamp_millis().max(last_ms);
+        let mut batch = self.db.batch();
+        let mut next = start;
+        let mut in_group: HashMap<String, (u64, NewEvent)> = HashMap::new();
+        let mut results = Vec::with_capacity(group.len());
+        let mut wrote = false;
+        for (ticket, events) in group {
+            match self.plan_request(&events, next, &in_group) {
+                Ok(plan) => {
+                    let mut outcomes = Vec::with_capacity(events.len());
+                    for (ev, outcome) in events.into_iter().zip(plan) {
+                        if !outcome.duplicate {
+                            batch.insert(&self.events, offset_key(outcome.offset), RecordedEvent::encode(&ev, now_ms));
+                            batch.insert(&self.ids, ev.id.as_bytes(), offset_key(outcome.offset));
+                            in_group.insert(ev.id.clone(), (outcome.offset, ev));
+                            next = outcome.offset + 1;
+                            wrote = true;
+                        }
+                        outcomes.push(outcome);
+                    }
+                    results.push((ticket, Ok(outcomes)));
+                }
+                Err(e) => results.push((ticket, Err(e))),
+            }
+        }
+        if wrote {
+            batch.commit().map_err(|e| fail(RecordError::Store { path: self.path.clone(), source: e }))?;
+            self.db
+                .persist(PersistMode::SyncAll)
+                .map_err(|e| fail(RecordError::Store { path: self.path.clone(), source: e }))?;
+        }
+        Ok((results, next, now_ms))
+    }
+
+    fn plan_request(
+        &self,
+        events: &[NewEvent],
+        mut next: u64,
+        in_group: &HashMap<String, (u64, NewEvent)>,
+    ) -> Result<Vec<Appended>, RecordError> {
+        let mut local: HashMap<&str, (u64, &NewEvent)> = HashMap::new();
+        let mut out = Vec::with_capacity(events.len());
+        for ev in events {
+            let prior = if let Some((o, e)) = local.get(ev.id.as_str()) {
+                Some((*o, (*e).clone() == *ev))
+            } else if let Some((o, e)) = in_group.get(&ev.id) {
+                Some((*o, e == ev))
+            } else {
+                match self.ids.get(ev.id.as_bytes()).map_err(RecordError::store(&self.path))? {
+                    Some(v) => {
+                        let o = decode_offset(&v)
+                            .ok_or_else(|| RecordError::Corrupt { offset: 0, reason: format!("id index entry for `{}`", ev.id) })?;
+                        let stored = self
+                            .events
+                            .get(offset_key(o))
+                            .map_err(RecordError::store(&self.path))?
+                            .ok_or_else(|| RecordError::Corrupt { offset: o, reason: "indexed event is missing".into() })?;
+                        Some((o, ev.same_content(&RecordedEvent::decode(o, &stored)?)))
+                    }
+                    None => None,
+                }
+            };
+            match prior {
+                Some((offset, true)) => out.push(Appended { offset, duplicate: true }),
+                Some((offset, false)) => return Err(RecordError::IdConflict { id: ev.id.clone(), offset }),
+                None => {
+                    local.insert(&ev.id, (next, ev));
+                    out.push(Appended { offset: next, duplicate: false });
+                    next += 1;
+                }
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,456 @@
+//! The company spec: event types, state tables and mappings, read from a directory of TOML files.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use indexmap::IndexMap;
+use serde::Deserialize;
+
+use crate::error::{Problem, SpecError};
+use crate::expr::{Expr, ExprType};
+use crate::freshness::Freshness;
+use crate::options;
+use crate::types::ValueType;
+
+/// Names every event carries besides its data fields.
+pub const ENVELOPE_NAMES: [(&str, ValueType); 5] = [
+    ("$event.id", ValueType::String),
+    ("$event.type", ValueType::String),
+    ("$event.occurred_at", ValueType::Timestamp),
+    ("$event.offset", ValueType::Int),
+    ("$event.causation", ValueType::String),
+];
+
+/// A checked company spec. Once built, every mapping refers to existing events, tables and
+/// columns with fitting types, and every table's Paimon options are ones livestate can honour.
+#[derive(Debug, Clone)]
+pub struct CompanySpec {
+    pub events: IndexMap<String, EventType>,
+    pub tables: IndexMap<String, TableSpec>,
+    pub mappings: Vec<Mapping>,
+}
+
+#[derive(Debug, Clone)]
+pub struct EventType {
+    pub name: String,
+    /// The module that may emit it: the part of the name before the first dot.
+    pub module: String,
+    pub description: Option<String>,
+    pub fields: IndexMap<String, FieldSpec>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldSpec {
+    pub ty: ValueType,
+    pub required: bool,
+}
+
+/// Paimon's merge engines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MergeEngine {
+    Deduplicate,
+    PartialUpdate,
+    Aggregation,
+    FirstRow,
+}
+
+impl MergeEngine {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MergeEngine::Deduplicate => "deduplicate",
+            MergeEngine::PartialUpdate => "partial-update",
+            MergeEngine::Aggregation => "aggregation",
+            MergeEngine::FirstRow => "first-row",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct TableSpec {
+    pub name: String,
+    pub description: Option<String>,
+    pub primary_key: Vec<String>,
+    pub columns: IndexMap<String, ValueType>,
+    /// Paimon table options, verbatim; `merge-engine` and `bucket` are always present.
+    pub options: BTreeMap<String, String>,
+    pub merge_engine: MergeEngine,
+    pub freshness: Freshness,
+}
+
+impl TableSpec {
+    pub fn is_key(&self, column: &str) -> bool {
+        self.primary_key.iter().any(|k| k == column)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Upsert,
+    Delete,
+}
+
+/// One event type feeding one table.
+#[derive(Debug, Clone)]
+pub struct Mapping {
+    pub event: String,
+    pub table: String,
+    pub action: Action,
+    pub when: Option<Expr>,
+    /// Column → expression, in the table's column order.
+    pub set: Vec<(String, Expr)>,
+}
+
+impl CompanySpec {
+    /// Reads every `*.toml` file in `dir` (sorted by name) and checks the whole spec.
+    ///
+    /// # Errors
+    /// [`SpecError::Io`] when a file cannot be read; [`SpecError::Invalid`] listing every problem
+    /// (file, location, reason) when the spec is wrong.
+    pub fn load_dir(dir: &Path) -> Result<CompanySpec, SpecError> {
+        let io = |source| SpecError::Io { path: dir.to_path_buf(), source };
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(io)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            return Err(SpecError::Invalid(vec![Problem {
+                file: dir.to_path_buf(),
+                at: "(directory)".into(),
+                message: "no .toml files found".into(),
+            }]));
+        }
+        let mut sources = Vec::new();
+        for f in files {
+            let text = std::fs::read_to_string(&f).map_err(|source| SpecError::Io { path: f.clone(), source })?;
+            sources.push((f, text));
+        }
+        Self::from_sources(&sources)
+    }
+
+    /// Checks a spec given as `(file name, TOML text)` pairs.
+    ///
+    /// # Errors
+    /// [`SpecError::Invalid`] listing every problem.
+    pub fn from_sources(sources: &[(PathBuf, String)]) -> Result<CompanySpec, SpecError> {
+        let mut b = Builder::default();
+        for (file, text) in sources {
+            match toml::from_str::<RawFile>(text) {
+                Ok(raw) => b.add_file(file, raw),
+                Err(e) => b.problem(file, "(syntax)", e.message().to_string() + &span_hint(text, e.span())),
+            }
+        }
+        b.finish()
+    }
+
+    /// The table spec named `name`.
+    pub fn table(&self, name: &str) -> Option<&TableSpec> {
+        self.tables.get(name)
+    }
+
+    /// Mappings fed by event type `event`.
+    pub fn mappings_for<'a>(&'a self, event: &'a str) -> impl Iterator<Item = &'a Mapping> + 'a {
+        self.mappings.iter().filter(move |m| m.event == event)
+    }
+}
+
+fn span_hint(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    span.map(|s| format!(" (line {})", text[..s.start.min(text.len())].lines().count().max(1)))
+        .unwrap_or_default()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    events: IndexMap<String, RawEvent>,
+    #[serde(default)]
+    tables: IndexMap<String, RawTable>,
+    #[serde(default)]
+    mappings: Vec<RawMapping>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEvent {
+    description: Option<String>,
+    fields: IndexMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTable {
+    description: Option<String>,
+    primary_key: Vec<String>,
+    freshness: String,
+    columns: IndexMap<String, String>,
+    #[serde(default)]
+    options: BTreeMap<String, toml::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMapping {
+    event: String,
+    table: String,
+    #[serde(default)]
+    action: Option<String>,
+    when: Option<String>,
+    set: IndexMap<String, String>,
+}
+
+#[derive(Default)]
+struct Builder {
+    problems: Vec<Problem>,
+    events: IndexMap<String, EventType>,
+    tables: IndexMap<String, TableSpec>,
+    raw_mappings: Vec<(PathBuf, usize, RawMapping)>,
+    table_files: BTreeMap<String, PathBuf>,
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+impl Builder {
+    fn problem(&mut self, file: &Path, at: impl Into<String>, message: impl Into<String>) {
+        self.problems.push(Problem { file: file.to_path_buf(), at: at.into(), message: message.into() });
+    }
+
+    fn add_file(&mut self, file: &Path, raw: RawFile) {
+        for (name, ev) in raw.events {
+            self.add_event(file, name, ev);
+        }
+        for (name, t) in raw.tables {
+            self.add_table(file, name, t);
+        }
+        for (i, m) in raw.mappings.into_iter().enumerate() {
+            self.raw_mappings.push((file.to_path_buf(), i, m));
+        }
+    }
+
+    fn add_event(&mut self, file: &Path, name: String, raw: RawEvent) {
+        let at = format!("events.\"{name}\"");
+        let module = match name.split_once('.') {
+            Some((m, rest)) if valid_name(m) && valid_name(rest) => m.to_string(),
+            _ => {
+                return self.problem(file, at, "event type must be named module.event_name in lower_snake_case");
+            }
+        };
+        if self.events.contains_key(&name) {
+            return self.problem(file, at, "event type declared twice");
+        }
+        let mut fields = IndexMap::new();
+        for (f, ty) in raw.fields {
+            if !valid_name(&f) {
+                self.problem(file, format!("{at}.fields.{f}"), "field names are lower_snake_case");
+                continue;
+            }
+            let (ty, required) = match ty.strip_suffix('?') {
+                Some(t) => (t, false),
+                None => (ty.as_str(), true),
+            };
+            match ty.parse::<ValueType>() {
+                Ok(ty) => {
+                    fields.insert(f, FieldSpec { ty, required });
+                }
+                Err(e) => self.problem(file, format!("{at}.fields.{f}"), e),
+            }
+        }
+        self.events.insert(name.clone(), EventType { name, module, description: raw.description, fields });
+    }
+
+    fn add_table(&mut self, file: &Path, name: String, raw: RawTable) {
+        let at = format!("tables.{name}");
+        if !valid_name(&name) {
+            return self.problem(file, at, "table names are lower_snake_case, at most 64 characters");
+        }
+        if self.tables.contains_key(&name) {
+            return self.problem(file, at, "table declared twice");
+        }
+        let before = self.problems.len();
+        let mut columns = IndexMap::new();
+        for (c, ty) in &raw.columns {
+            if !valid_name(c) {
+                self.problem(file, format!("{at}.columns.{c}"), "column names are lower_snake_case");
+            }
+            match ty.parse::<ValueType>() {
+                Ok(t) => {
+                    columns.insert(c.clone(), t);
+                }
+                Err(e) => self.problem(file, format!("{at}.columns.{c}"), e),
+            }
+        }
+        if raw.primary_key.is_empty() {
+            self.problem(file, format!("{at}.primary_key"), "a state table needs a primary key");
+        }
+        let mut seen = HashSet::new();
+        for k in &raw.primary_key {
+            if !raw.columns.contains_key(k) {
+                self.problem(file, format!("{at}.primary_key"), format!("key column `{k}` is not among the columns"));
+            }
+            if !seen.insert(k) {
+                self.problem(file, format!("{at}.primary_key"), format!("key column `{k}` is listed twice"));
+            }
+        }
+        let freshness = match raw.freshness.parse::<Freshness>() {
+            Ok(f) => Some(f),
+            Err(e) => {
+                self.problem(file, format!("{at}.freshness"), e);
+                None
+            }
+        };
+        let mut opts = BTreeMap::new();
+        for (k, v) in raw.options {
+            let text = match v {
+                toml::Value::String(s) => s,
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                other => {
+                    self.problem(file, format!("{at}.options.\"{k}\""), format!("option values are text, numbers or booleans, found {}", other.type_str()));
+                    continue;
+                }
+            };
+            opts.insert(k, text);
+        }
+        let merge_engine = match options::check(&opts, &columns, &raw.primary_key) {
+            Ok(m) => Some(m),
+            Err(errs) => {
+                for (k, msg) in errs {
+                    self.problem(file, format!("{at}.options.\"{k}\""), msg);
+                }
+                None
+            }
+        };
+        opts.entry("merge-engine".into()).or_insert_with(|| "deduplicate".into());
+        opts.entry("bucket".into()).or_insert_with(|| "1".into());
+        if self.problems.len() > before {
+            return;
+        }
+        let (Some(freshness), Some(merge_engine)) = (freshness, merge_engine) else { return };
+        self.table_files.insert(name.clone(), file.to_path_buf());
+        self.tables.insert(
+            name.clone(),
+            TableSpec {
+                name,
+                description: raw.description,
+                primary_key: raw.primary_key,
+                columns,
+                options: opts,
+                merge_engine,
+                freshness,
+            },
+        );
+    }
+
+    fn add_mapping(&mut self, file: &Path, index: usize, raw: RawMapping) -> Option<Mapping> {
+        let at = format!("mappings[{index}] ({} -> {})", raw.event, raw.table);
+        let Some(event) = self.events.get(&raw.event).cloned() else {
+            self.problem(file, at, format!("unknown event type `{}`", raw.event));
+            return None;
+        };
+        let Some(table) = self.tables.get(&raw.table).cloned() else {
+            if !self.table_files.contains_key(&raw.table) {
+                self.problem(file, at, format!("unknown table `{}`", raw.table));
+            }
+            return None;
+        };
+        let action = match raw.action.as_deref() {
+            None | Some("upsert") => Action::Upsert,
+            Some("delete") => Action::Delete,
+            Some(other) => {
+                self.problem(file, format!("{at}.action"), format!("unknown action `{other}` (upsert or delete)"));
+                return None;
+            }
+        };
+        let resolve = |n: &str| -> Option<ValueType> {
+            event
+                .fields
+                .get(n)
+                .map(|f| f.ty)
+                .or_else(|| ENVELOPE_NAMES.iter().find(|(e, _)| *e == n).map(|(_, t)| *t))
+        };
+        let before = self.problems.len();
+        let when = raw.when.as_ref().and_then(|w| {
+            match Expr::parse(w).and_then(|e| e.type_check(&resolve).map(|t| (e, t))) {
+                Ok((e, ExprType::Of(ValueType::Bool))) => Some(e),
+                Ok((_, t)) => {
+                    self.problem(file, format!("{at}.when"), format!("a condition must be bool, this is {t}"));
+                    None
+                }
+                Err(e) => {
+                    self.problem(file, format!("{at}.when"), e);
+                    None
+                }
+            }
+        });
+        let mut set = Vec::new();
+        for (col, src) in &raw.set {
+            let cat = format!("{at}.set.{col}");
+            let Some(col_ty) = table.columns.get(col) else {
+                self.problem(file, cat, format!("table `{}` has no column `{col}`", table.name));
+                continue;
+            };
+            if action == Action::Delete && !table.is_key(col) {
+                self.problem(file, cat, "a delete mapping sets only primary-key columns");
+                continue;
+            }
+            match Expr::parse(src).and_then(|e| e.type_check(&resolve).map(|t| (e, t))) {
+                Ok((e, ExprType::Null)) if table.is_key(col) => {
+                    let _ = e;
+                    self.problem(file, cat, "a key column cannot be set to null");
+                }
+                Ok((e, ExprType::Null)) => set.push((col.clone(), e)),
+                Ok((e, ExprType::Of(t))) if col_ty.accepts(t) || decimal_into_decimal(*col_ty, t) => {
+                    set.push((col.clone(), e))
+                }
+                Ok((_, ExprType::Of(t))) => {
+                    self.problem(file, cat, format!("expression `{src}` is {t}, column `{col}` is {col_ty}"))
+                }
+                Err(e) => self.problem(file, cat, e),
+            }
+        }
+        for k in &table.primary_key {
+            if !raw.set.contains_key(k) {
+                self.problem(file, format!("{at}.set"), format!("key column `{k}` of table `{}` is not set", table.name));
+            }
+        }
+        if action == Action::Delete {
+            if let Some(why) = options::delete_refusal(&table) {
+                self.problem(file, format!("{at}.action"), why);
+            }
+        }
+        if self.problems.len() > before {
+            return None;
+        }
+        set.sort_by_key(|(c, _)| table.columns.get_index_of(c));
+        Some(Mapping { event: raw.event, table: raw.table, action, when, set })
+    }
+
+    fn finish(mut self) -> Result<CompanySpec, SpecError> {
+        let raw = std::mem::take(&mut self.raw_mappings);
+        let mut mappings = Vec::new();
+        for (file, i, m) in raw {
+            if let Some(m) = self.add_mapping(&file, i, m) {
+                mappings.push(m);
+            }
+        }
+        if self.problems.is_empty() && self.tables.is_empty() {
+            self.problems.push(Problem { file: PathBuf::from("(spec)"), at: "tables".into(), message: "no state tables declared".into() });
+        }
+        if !self.problems.is_empty() {
+            return Err(SpecError::Invalid(self.problems));
+        }
+        Ok(CompanySpec { events: self.events, tables: self.tables, mappings })
+    }
+}
+
+/// Decimal expressions may feed decimal columns of any scale; the value is checked when it is
+/// computed (digits that would be lost are an error, never silently rounded).
+fn decimal_into_decimal(col: ValueType, t: ValueType) -> bool {
+    matches!((col, t), (ValueType::Decimal { .. }, ValueType::Decimal { .. }))
+}

@@ -1,0 +1,160 @@
+//! Events: the JSON envelope modules send, checked against its declared type, and the row
+//! operations the mappings derive from it.
+
+use chrono::{DateTime, Utc};
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+
+use crate::company::{Action, CompanySpec, Mapping};
+use crate::error::EventError;
+use crate::types::{format_timestamp, parse_timestamp, Value};
+
+/// Longest accepted event id, in bytes.
+pub const MAX_ID_LEN: usize = 200;
+
+/// The wire form of an event: `{"id","type","occurred_at","data":{...},"causation"?}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventEnvelope {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub occurred_at: String,
+    pub data: serde_json::Map<String, serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub causation: Option<String>,
+}
+
+/// An event checked against its type: every field typed, every mapping known to apply cleanly.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub id: String,
+    pub event_type: String,
+    pub occurred_at: DateTime<Utc>,
+    pub causation: Option<String>,
+    pub data: IndexMap<String, Value>,
+}
+
+/// One change a mapping makes to a table: a full-width row in the table's column order,
+/// `Value::Null` where the mapping sets nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowOp {
+    pub table: String,
+    pub action: Action,
+    pub row: Vec<Value>,
+}
+
+impl Event {
+    /// Parses one JSON line and checks it against `spec`.
+    ///
+    /// # Errors
+    /// An [`EventError`] naming the field (`id`, `type`, `data.qty`, ...) and the reason.
+    pub fn parse_line(line: &str, spec: &CompanySpec) -> Result<Event, EventError> {
+        let env: EventEnvelope = serde_json::from_str(line).map_err(|e| {
+            let field = e.to_string().split('`').nth(1).map(str::to_string).unwrap_or_else(|| "(line)".into());
+            EventError::new(field, format!("not a valid event envelope: {e}"))
+        })?;
+        Event::check(env, spec)
+    }
+
+    /// Checks an envelope against `spec`.
+    ///
+    /// # Errors
+    /// An [`EventError`] naming the field and the reason.
+    pub fn check(env: EventEnvelope, spec: &CompanySpec) -> Result<Event, EventError> {
+        if env.id.is_empty() || env.id.len() > MAX_ID_LEN || env.id.chars().any(char::is_control) {
+            return Err(EventError::new("id", format!("must be 1 to {MAX_ID_LEN} bytes without control characters")));
+        }
+        let Some(ty) = spec.events.get(&env.event_type) else {
+            return Err(EventError::new("type", format!("unknown event type `{}`", env.event_type)));
+        };
+        let occurred_at = parse_timestamp(&env.occurred_at).map_err(|e| EventError::new("occurred_at", e))?;
+        if let Some(c) = &env.causation {
+            if c.is_empty() || c.len() > MAX_ID_LEN || c.chars().any(char::is_control) {
+                return Err(EventError::new("causation", format!("must be 1 to {MAX_ID_LEN} bytes without control characters")));
+            }
+        }
+        for k in env.data.keys() {
+            if !ty.fields.contains_key(k) {
+                return Err(EventError::new(format!("data.{k}"), format!("`{}` has no field `{k}`", ty.name)));
+            }
+        }
+        let mut data = IndexMap::new();
+        for (name, f) in &ty.fields {
+            let v = match env.data.get(name) {
+                Some(j) => Value::from_json(j, f.ty).map_err(|e| EventError::new(format!("data.{name}"), e))?,
+                None => Value::Null,
+            };
+            if f.required && v.is_null() {
+                return Err(EventError::new(format!("data.{name}"), format!("required {} field is missing", f.ty)));
+            }
+            data.insert(name.clone(), v);
+        }
+        let event = Event { id: env.id, event_type: env.event_type, occurred_at, causation: env.causation, data };
+        event.row_ops(spec, 0)?;
+        Ok(event)
+    }
+
+    /// The canonical envelope of this event (what the record stores).
+    pub fn envelope(&self) -> EventEnvelope {
+        EventEnvelope {
+            id: self.id.clone(),
+            event_type: self.event_type.clone(),
+            occurred_at: format!("{}Z", format_timestamp(&self.occurred_at)),
+            data: self.data.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.to_json())).collect(),
+            causation: self.causation.clone(),
+        }
+    }
+
+    /// The module that emitted it (the type's prefix).
+    pub fn module(&self) -> &str {
+        self.event_type.split('.').next().unwrap_or_default()
+    }
+
+    fn lookup(&self, offset: u64, name: &str) -> Option<Value> {
+        if let Some(v) = self.data.get(name) {
+            return Some(v.clone());
+        }
+        Some(match name {
+            "$event.id" => Value::String(self.id.clone()),
+            "$event.type" => Value::String(self.event_type.clone()),
+            "$event.occurred_at" => Value::Timestamp(self.occurred_at),
+            "$event.offset" => Value::Int(offset as i64),
+            "$event.causation" => self.causation.clone().map_or(Value::Null, Value::String),
+            _ => return None,
+        })
+    }
+
+    /// The row operations every mapping of this event's type produces, in spec order.
+    ///
+    /// # Errors
+    /// An [`EventError`] naming the mapping when a key would be null or a value does not fit.
+    pub fn row_ops(&self, spec: &CompanySpec, offset: u64) -> Result<Vec<RowOp>, EventError> {
+        spec.mappings_for(&self.event_type).filter_map(|m| self.apply(spec, m, offset).transpose()).collect()
+    }
+
+    fn apply(&self, spec: &CompanySpec, m: &Mapping, offset: u64) -> Result<Option<RowOp>, EventError> {
+        let lookup = |n: &str| self.lookup(offset, n);
+        let field = || format!("mapping to {}", m.table);
+        if let Some(w) = &m.when {
+            if !w.holds(&lookup).map_err(|e| EventError::new(field(), e))? {
+                return Ok(None);
+            }
+        }
+        let table = spec.table(&m.table).expect("mapping tables are checked at spec load");
+        let mut row = vec![Value::Null; table.columns.len()];
+        for (col, expr) in &m.set {
+            let idx = table.columns.get_index_of(col).expect("mapping columns are checked at spec load");
+            let ty = table.columns[idx];
+            let v = expr
+                .eval(&lookup)
+                .and_then(|v| v.coerce(ty))
+                .map_err(|e| EventError::new(field(), format!("column `{col}`: {e}")))?;
+            if v.is_null() && table.is_key(col) {
+                return Err(EventError::new(field(), format!("key column `{col}` would be null")));
+            }
+            row[idx] = v;
+        }
+        Ok(Some(RowOp { table: m.table.clone(), action: m.action, row }))
+    }
+}

@@ -1,0 +1,41 @@
+//! The company spec of livestate: what events exist, which state tables derive from them, and how.
+//!
+//! A spec is a directory of TOML files. [`CompanySpec::load_dir`] reads and checks it as a whole,
+//! reporting every problem with its file and location before anything is written. [`Event`]
+//! checks an incoming event against its declared type, and [`Event::row_ops`] turns it into the
+//! rows its mappings write.
+//!
+//! ```
+//! use livestate_spec::{CompanySpec, Event};
+//! let spec = CompanySpec::from_sources(&[("c.toml".into(), r#"
+//!     [events."inventory.counted"]
+//!     fields = { item = "string", qty = "int" }
+//!     [tables.stock]
+//!     primary_key = ["item"]
+//!     freshness = "5m"
+//!     columns = { item = "string", on_hand = "int" }
+//!     [[mappings]]
+//!     event = "inventory.counted"
+//!     table = "stock"
+//!     set = { item = "item", on_hand = "qty" }
+//! "#.to_string())]).unwrap();
+//! let ev = Event::parse_line(
+//!     r#"{"id":"e1","type":"inventory.counted","occurred_at":"2026-01-01T00:00:00Z","data":{"item":"bolt","qty":5}}"#,
+//!     &spec,
+//! ).unwrap();
+//! assert_eq!(ev.row_ops(&spec, 0).unwrap().len(), 1);
+//! ```
+
+pub mod company;
+mod error;
+pub mod event;
+pub mod expr;
+pub mod freshness;
+pub mod options;
+pub mod types;
+
+pub use company::{Action, CompanySpec, EventType, FieldSpec, Mapping, MergeEngine, TableSpec};
+pub use error::{EventError, Problem, SpecError};
+pub use event::{Event, EventEnvelope, RowOp};
+pub use freshness::Freshness;
+pub use types::{Value, ValueType};

@@ -1,0 +1,219 @@
+//! Paimon table options livestate accepts, checked before anything is written.
+//!
+//! Option names and values follow Java Paimon's `CoreOptions`. Unknown options are refused
+//! rather than passed through: Paimon ignores a misspelt option silently, which would leave a
+//! table behaving differently from what its spec says.
+
+use std::collections::BTreeMap;
+
+use indexmap::IndexMap;
+
+use crate::company::{MergeEngine, TableSpec};
+use crate::freshness::parse_duration;
+use crate::types::ValueType;
+
+const AGGREGATE_FUNCTIONS: [&str; 12] = [
+    "sum",
+    "product",
+    "max",
+    "min",
+    "count",
+    "last_value",
+    "last_non_null_value",
+    "first_value",
+    "first_non_null_value",
+    "bool_and",
+    "bool_or",
+    "listagg",
+];
+
+/// Options whose value is a positive integer.
+const INT_OPTIONS: [&str; 7] = [
+    "num-sorted-run.compaction-trigger",
+    "num-sorted-run.stop-trigger",
+    "compaction.max-size-amplification-percent",
+    "compaction.size-ratio",
+    "full-compaction.delta-commits",
+    "snapshot.num-retained.min",
+    "snapshot.num-retained.max",
+];
+
+/// Options whose value is a duration (`1 h`, `30 min`, `7d` as Paimon writes them).
+const DURATION_OPTIONS: [&str; 2] = ["snapshot.time-retained", "tag.default-time-retained"];
+
+const BOOL_OPTIONS: [&str; 4] = [
+    "partial-update.remove-record-on-delete",
+    "ignore-delete",
+    "aggregation.remove-record-on-delete",
+    "data-file.thin-mode",
+];
+
+const FREE_OPTIONS: [&str; 4] = ["file.format", "file.compression", "target-file-size", "write-buffer-size"];
+
+/// Checks `opts` against the table's columns and returns its merge engine.
+///
+/// # Errors
+/// Every offending option key with the reason.
+pub fn check(
+    opts: &BTreeMap<String, String>,
+    columns: &IndexMap<String, ValueType>,
+    primary_key: &[String],
+) -> Result<MergeEngine, Vec<(String, String)>> {
+    let mut errs = Vec::new();
+    let mut err = |k: &str, m: String| errs.push((k.to_string(), m));
+    let engine = match opts.get("merge-engine").map(String::as_str) {
+        None | Some("deduplicate") => MergeEngine::Deduplicate,
+        Some("partial-update") => MergeEngine::PartialUpdate,
+        Some("aggregation") => MergeEngine::Aggregation,
+        Some("first-row") => MergeEngine::FirstRow,
+        Some(other) => {
+            err("merge-engine", format!("unknown merge engine `{other}` (deduplicate, partial-update, aggregation or first-row)"));
+            MergeEngine::Deduplicate
+        }
+    };
+    for (k, v) in opts {
+        let value_col = |name: &str| columns.get(name).copied();
+        match k.as_str() {
+            "merge-engine" => {}
+            "bucket" => match v.parse::<i32>() {
+                Ok(n) if (1..=1024).contains(&n) => {}
+                _ => err(k, format!("`{v}`: livestate needs a fixed bucket count from 1 to 1024")),
+            },
+            "sequence.field" => {
+                for f in v.split(',').map(str::trim) {
+                    match value_col(f) {
+                        Some(ValueType::Int | ValueType::Timestamp) => {}
+                        Some(t) => err(k, format!("sequence field `{f}` is {t}; it must be int or timestamp")),
+                        None => err(k, format!("sequence field `{f}` is not a column")),
+                    }
+                }
+            }
+            "changelog-producer" => match v.as_str() {
+                "none" | "input" => {}
+                other => err(k, format!("changelog-producer `{other}` is not supported yet (none or input)")),
+            },
+            "deletion-vectors.enabled" => {
+                if v != "false" {
+                    err(k, "deletion vectors are not supported: tables would read empty until compacted".into());
+                }
+            }
+            "fields.default-aggregate-function" => {
+                if !AGGREGATE_FUNCTIONS.contains(&v.as_str()) {
+                    err(k, format!("unknown aggregate function `{v}`"));
+                }
+            }
+            _ if k.starts_with("fields.") => check_field_option(k, v, columns, primary_key, engine, &mut err),
+            _ if INT_OPTIONS.contains(&k.as_str()) => {
+                if !v.parse::<u32>().is_ok_and(|n| n > 0) {
+                    err(k, format!("`{v}` is not a positive whole number"));
+                }
+            }
+            _ if BOOL_OPTIONS.contains(&k.as_str()) => {
+                if v != "true" && v != "false" {
+                    err(k, format!("`{v}` is not true or false"));
+                }
+            }
+            _ if DURATION_OPTIONS.contains(&k.as_str()) => {
+                if parse_paimon_duration(v).is_none() {
+                    err(k, format!("`{v}` is not a duration such as `1 h`, `30 min` or `7 d`"));
+                }
+            }
+            _ if FREE_OPTIONS.contains(&k.as_str()) => {}
+            _ => err(k, "unknown or unsupported Paimon option".into()),
+        }
+    }
+    if engine != MergeEngine::Aggregation
+        && opts.keys().any(|k| k.ends_with(".aggregate-function"))
+    {
+        err("merge-engine", "aggregate functions need merge-engine = \"aggregation\"".into());
+    }
+    if errs.is_empty() {
+        Ok(engine)
+    } else {
+        Err(errs)
+    }
+}
+
+fn check_field_option(
+    k: &str,
+    v: &str,
+    columns: &IndexMap<String, ValueType>,
+    primary_key: &[String],
+    engine: MergeEngine,
+    err: &mut impl FnMut(&str, String),
+) {
+    let rest = &k["fields.".len()..];
+    let Some((field, opt)) = rest.split_once('.') else {
+        return err(k, "expected fields.<column>.<option>".into());
+    };
+    let Some(ty) = columns.get(field) else {
+        return err(k, format!("`{field}` is not a column"));
+    };
+    match opt {
+        "aggregate-function" => {
+            if !AGGREGATE_FUNCTIONS.contains(&v) {
+                return err(k, format!("unknown aggregate function `{v}`"));
+            }
+            if primary_key.iter().any(|p| p == field) {
+                return err(k, format!("`{field}` is a key column and cannot be aggregated"));
+            }
+            let numeric_only = matches!(v, "sum" | "product");
+            if numeric_only && !ty.is_numeric() {
+                err(k, format!("`{v}` needs a numeric column, `{field}` is {ty}"));
+            }
+            if matches!(v, "bool_and" | "bool_or") && *ty != ValueType::Bool {
+                err(k, format!("`{v}` needs a bool column, `{field}` is {ty}"));
+            }
+        }
+        "ignore-retract" => {
+            if v != "true" && v != "false" {
+                err(k, format!("`{v}` is not true or false"));
+            }
+        }
+        "sequence-group" => {
+            if engine != MergeEngine::PartialUpdate {
+                err(k, "sequence groups need merge-engine = \"partial-update\"".into());
+            }
+            for f in v.split(',').map(str::trim) {
+                if !columns.contains_key(f) {
+                    err(k, format!("sequence group member `{f}` is not a column"));
+                }
+            }
+        }
+        _ => err(k, format!("unknown field option `{opt}`")),
+    }
+}
+
+/// Paimon's duration syntax: a number and a unit (`ms`, `s`, `min`, `h`, `d`), space optional.
+pub fn parse_paimon_duration(v: &str) -> Option<std::time::Duration> {
+    let compact: String = v.chars().filter(|c| !c.is_whitespace()).collect();
+    let compact = compact.replace("min", "m");
+    parse_duration(&compact).ok()
+}
+
+/// Why a delete mapping on this table would break it, or `None` when deletes are safe.
+///
+/// In paimon 0.4.0 a `-D` row on a partial-update table without one of these options makes every
+/// later read fail; first-row and aggregation tables likewise need their delete option.
+pub fn delete_refusal(table: &TableSpec) -> Option<String> {
+    let on = |k: &str| table.options.get(k).is_some_and(|v| v == "true");
+    let has_seq_group = table.options.keys().any(|k| k.ends_with(".sequence-group"));
+    match table.merge_engine {
+        MergeEngine::Deduplicate => None,
+        MergeEngine::PartialUpdate if on("partial-update.remove-record-on-delete") || on("ignore-delete") || has_seq_group => None,
+        MergeEngine::PartialUpdate => Some(format!(
+            "table `{}` is partial-update: deleting needs option partial-update.remove-record-on-delete = \"true\" (or ignore-delete, or a sequence group); without it every later read of the table fails",
+            table.name
+        )),
+        MergeEngine::Aggregation if on("aggregation.remove-record-on-delete") || on("ignore-delete") => None,
+        MergeEngine::Aggregation => Some(format!(
+            "table `{}` is an aggregation table: deleting needs option aggregation.remove-record-on-delete = \"true\" (or ignore-delete)",
+            table.name
+        )),
+        MergeEngine::FirstRow if on("ignore-delete") => None,
+        MergeEngine::FirstRow => Some(format!(
+            "table `{}` is first-row: it keeps the first row for good; deletes need ignore-delete = \"true\" and are then dropped",
+            table.name
+        )),
+    }
+}

@@ -1,0 +1,326 @@
+//! Column and field types, and the typed values that flow from events into table rows.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, NaiveDateTime, TimeZone, Utc};
+use rust_decimal::Decimal;
+
+/// The largest decimal precision a column may declare (what `rust_decimal` represents exactly).
+pub const MAX_DECIMAL_PRECISION: u8 = 28;
+
+/// The type of an event field or a table column.
+///
+/// Maps onto Paimon types: `string` → STRING, `int` → BIGINT, `decimal(p,s)` → DECIMAL(p,s),
+/// `bool` → BOOLEAN, `timestamp` → TIMESTAMP(3) (UTC, millisecond precision).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ValueType {
+    String,
+    Int,
+    Decimal { precision: u8, scale: u8 },
+    Bool,
+    Timestamp,
+}
+
+impl ValueType {
+    /// Whether a value of type `from` may be stored in a slot of this type without loss.
+    pub fn accepts(self, from: ValueType) -> bool {
+        match (self, from) {
+            (a, b) if a == b => true,
+            (ValueType::Decimal { .. }, ValueType::Int | ValueType::Decimal { .. }) => true,
+            _ => false,
+        }
+    }
+
+    /// Whether arithmetic is defined on this type.
+    pub fn is_numeric(self) -> bool {
+        matches!(self, ValueType::Int | ValueType::Decimal { .. })
+    }
+}
+
+impl fmt::Display for ValueType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ValueType::String => f.write_str("string"),
+            ValueType::Int => f.write_str("int"),
+            ValueType::Decimal { precision, scale } => write!(f, "decimal({precision},{scale})"),
+            ValueType::Bool => f.write_str("bool"),
+            ValueType::Timestamp => f.write_str("timestamp"),
+        }
+    }
+}
+
+impl FromStr for ValueType {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        match t {
+            "string" => return Ok(ValueType::String),
+            "int" => return Ok(ValueType::Int),
+            "bool" => return Ok(ValueType::Bool),
+            "timestamp" => return Ok(ValueType::Timestamp),
+            "decimal" => return Ok(ValueType::Decimal { precision: 18, scale: 2 }),
+            _ => {}
+        }
+        if let Some(args) = t.strip_prefix("decimal(").and_then(|r| r.strip_suffix(')')) {
+            let mut parts = args.split(',').map(str::trim);
+            let p = parts.next().and_then(|p| p.parse::<u8>().ok());
+            let s = parts.next().and_then(|s| s.parse::<u8>().ok());
+            if let (Some(precision), Some(scale), None) = (p, s, parts.next()) {
+                if precision == 0 || precision > MAX_DECIMAL_PRECISION {
+                    return Err(format!(
+                        "decimal precision {precision} is out of range 1..={MAX_DECIMAL_PRECISION}"
+                    ));
+                }
+                if scale > precision {
+                    return Err(format!("decimal scale {scale} exceeds precision {precision}"));
+                }
+                return Ok(ValueType::Decimal { precision, scale });
+            }
+            return Err(format!("`{t}` is not of the form decimal(precision,scale)"));
+        }
+        Err(format!(
+            "unknown type `{t}` (expected string, int, decimal(p,s), bool or timestamp)"
+        ))
+    }
+}
+
+/// A typed value. Timestamps carry millisecond precision.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    String(String),
+    Int(i64),
+    Decimal(Decimal),
+    Bool(bool),
+    Timestamp(DateTime<Utc>),
+}
+
+impl Value {
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    /// Converts a JSON value into a value of type `ty`, rejecting anything that does not fit.
+    ///
+    /// # Errors
+    /// A message naming the expected type and what was found.
+    pub fn from_json(json: &serde_json::Value, ty: ValueType) -> Result<Value, String> {
+        use serde_json::Value as J;
+        if json.is_null() {
+            return Ok(Value::Null);
+        }
+        match ty {
+            ValueType::String => match json {
+                J::String(s) => Ok(Value::String(s.clone())),
+                other => Err(format!("expected a string, found {}", json_kind(other))),
+            },
+            ValueType::Int => match json {
+                J::Number(n) => n
+                    .as_i64()
+                    .map(Value::Int)
+                    .ok_or_else(|| format!("expected a whole number fitting 64 bits, found {n}")),
+                J::String(s) => s
+                    .trim()
+                    .parse::<i64>()
+                    .map(Value::Int)
+                    .map_err(|_| format!("expected a whole number, found \"{s}\"")),
+                other => Err(format!("expected a whole number, found {}", json_kind(other))),
+            },
+            ValueType::Decimal { precision, scale } => {
+                let d = match json {
+                    J::Number(n) => Decimal::from_str(&n.to_string())
+                        .or_else(|_| Decimal::from_scientific(&n.to_string()))
+                        .map_err(|_| format!("number {n} is not a representable decimal"))?,
+                    J::String(s) => Decimal::from_str(s.trim())
+                        .map_err(|_| format!("expected a decimal number, found \"{s}\""))?,
+                    other => {
+                        return Err(format!("expected a decimal number, found {}", json_kind(other)))
+                    }
+                };
+                fit_decimal(d, precision, scale).map(Value::Decimal)
+            }
+            ValueType::Bool => match json {
+                J::Bool(b) => Ok(Value::Bool(*b)),
+                other => Err(format!("expected true or false, found {}", json_kind(other))),
+            },
+            ValueType::Timestamp => match json {
+                J::String(s) => parse_timestamp(s).map(Value::Timestamp),
+                other => Err(format!(
+                    "expected an RFC 3339 timestamp string, found {}",
+                    json_kind(other)
+                )),
+            },
+        }
+    }
+
+    /// Renders the value as JSON the way `livestate read --json` and the interop tests print it:
+    /// decimals as strings in plain notation, timestamps as `YYYY-MM-DDTHH:MM:SS.mmm` (UTC).
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Value::Null => serde_json::Value::Null,
+            Value::String(s) => serde_json::Value::String(s.clone()),
+            Value::Int(i) => serde_json::Value::from(*i),
+            Value::Decimal(d) => serde_json::Value::String(d.to_string()),
+            Value::Bool(b) => serde_json::Value::Bool(*b),
+            Value::Timestamp(t) => serde_json::Value::String(format_timestamp(t)),
+        }
+    }
+
+    /// The value's type, `None` for null.
+    pub fn value_type(&self) -> Option<ValueType> {
+        Some(match self {
+            Value::Null => return None,
+            Value::String(_) => ValueType::String,
+            Value::Int(_) => ValueType::Int,
+            Value::Decimal(d) => ValueType::Decimal { precision: MAX_DECIMAL_PRECISION, scale: d.scale() as u8 },
+            Value::Bool(_) => ValueType::Bool,
+            Value::Timestamp(_) => ValueType::Timestamp,
+        })
+    }
+
+    /// Coerces the value into a column of type `ty` (int into decimal, decimal rescaled).
+    ///
+    /// # Errors
+    /// A message when the value does not fit the column.
+    pub fn coerce(self, ty: ValueType) -> Result<Value, String> {
+        match (self, ty) {
+            (Value::Null, _) => Ok(Value::Null),
+            (Value::Int(i), ValueType::Decimal { precision, scale }) => {
+                fit_decimal(Decimal::from(i), precision, scale).map(Value::Decimal)
+            }
+            (Value::Decimal(d), ValueType::Decimal { precision, scale }) => {
+                fit_decimal(d, precision, scale).map(Value::Decimal)
+            }
+            (v, ty) => {
+                if v.value_type().is_some_and(|vt| ty.accepts(vt)) {
+                    Ok(v)
+                } else {
+                    Err(format!("a {} value does not fit a {ty} column", v.type_name()))
+                }
+            }
+        }
+    }
+
+    fn type_name(&self) -> &'static str {
+        match self {
+            Value::Null => "null",
+            Value::String(_) => "string",
+            Value::Int(_) => "int",
+            Value::Decimal(_) => "decimal",
+            Value::Bool(_) => "bool",
+            Value::Timestamp(_) => "timestamp",
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Null => f.write_str("null"),
+            Value::String(s) => f.write_str(s),
+            Value::Int(i) => write!(f, "{i}"),
+            Value::Decimal(d) => write!(f, "{d}"),
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::Timestamp(t) => f.write_str(&format_timestamp(t)),
+        }
+    }
+}
+
+/// Rescales `d` to `scale` and checks it fits `precision` digits. Rounding is refused.
+///
+/// # Errors
+/// A message when digits would be lost or the value is too large.
+pub fn fit_decimal(d: Decimal, precision: u8, scale: u8) -> Result<Decimal, String> {
+    let mut r = d.normalize();
+    if r.scale() > u32::from(scale) {
+        return Err(format!("{d} has more than {scale} decimal places"));
+    }
+    r.rescale(u32::from(scale));
+    if r.scale() != u32::from(scale) {
+        return Err(format!("{d} cannot be represented with scale {scale}"));
+    }
+    let digits = r.mantissa().unsigned_abs().checked_ilog10().map_or(1, |l| l + 1);
+    if digits > u32::from(precision) {
+        return Err(format!("{d} does not fit decimal({precision},{scale})"));
+    }
+    Ok(r)
+}
+
+/// Parses an RFC 3339 timestamp (or a naive `YYYY-MM-DDTHH:MM:SS[.fff]`, taken as UTC),
+/// truncated to milliseconds.
+///
+/// # Errors
+/// A message quoting the text that is not a timestamp.
+pub fn parse_timestamp(s: &str) -> Result<DateTime<Utc>, String> {
+    let parsed = DateTime::parse_from_rfc3339(s.trim())
+        .map(|t| t.with_timezone(&Utc))
+        .or_else(|_| {
+            NaiveDateTime::parse_from_str(s.trim(), "%Y-%m-%dT%H:%M:%S%.f")
+                .map(|n| Utc.from_utc_datetime(&n))
+        })
+        .map_err(|_| format!("\"{s}\" is not an RFC 3339 timestamp (e.g. 2026-03-01T08:00:00Z)"))?;
+    Ok(millis_to_timestamp(parsed.timestamp_millis()))
+}
+
+/// The UTC timestamp `ms` milliseconds after the epoch (clamped into chrono's range).
+pub fn millis_to_timestamp(ms: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(ms).single().unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmm`, UTC, no suffix: the form pypaimon and `livestate read` agree on.
+pub fn format_timestamp(t: &DateTime<Utc>) -> String {
+    t.format("%Y-%m-%dT%H:%M:%S%.3f").to_string()
+}
+
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_type_name() {
+        assert_eq!("string".parse::<ValueType>().unwrap(), ValueType::String);
+        assert_eq!(
+            "decimal(12, 2)".parse::<ValueType>().unwrap(),
+            ValueType::Decimal { precision: 12, scale: 2 }
+        );
+        assert!("decimal(2,3)".parse::<ValueType>().unwrap_err().contains("exceeds"));
+        assert!("varchar".parse::<ValueType>().unwrap_err().contains("unknown type `varchar`"));
+    }
+
+    #[test]
+    fn decimal_refuses_to_round() {
+        let ty = ValueType::Decimal { precision: 6, scale: 2 };
+        let ok = Value::from_json(&serde_json::json!("12.5"), ty).unwrap();
+        assert_eq!(ok.to_json(), serde_json::json!("12.50"));
+        assert!(Value::from_json(&serde_json::json!(1.234), ty).unwrap_err().contains("decimal places"));
+        assert!(Value::from_json(&serde_json::json!(123456), ty).unwrap_err().contains("does not fit"));
+    }
+
+    #[test]
+    fn timestamps_are_utc_millis() {
+        let v = Value::from_json(&serde_json::json!("2026-03-01T09:00:00.123456+01:00"), ValueType::Timestamp)
+            .unwrap();
+        assert_eq!(v.to_json(), serde_json::json!("2026-03-01T08:00:00.123"));
+        assert!(Value::from_json(&serde_json::json!("yesterday"), ValueType::Timestamp).is_err());
+    }
+
+    #[test]
+    fn int_rejects_fractions_and_text() {
+        assert!(Value::from_json(&serde_json::json!(1.5), ValueType::Int).is_err());
+        assert!(Value::from_json(&serde_json::json!("x"), ValueType::Int).is_err());
+        assert_eq!(Value::from_json(&serde_json::json!(7), ValueType::Int).unwrap(), Value::Int(7));
+    }
+}
