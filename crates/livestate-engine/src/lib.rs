@@ -1,1 +1,262 @@
+//! The state-table engine of livestate: the company's live state as Apache Paimon primary-key
+//! tables, derived from the record exactly once.
+//!
+//! [`Livestate`] owns one directory (see [`Layout`]): it holds the write lock, the [`Record`] and
+//! the Paimon warehouse. [`Livestate::emit`] validates and appends events; [`Derivers`] folds the
+//! record into every state table and the `record.events` archive, committing each table with its
+//! record offset as the Paimon commit identifier so a restart resumes exactly where the last
+//! commit ended. [`read::read`] answers with rows and a [`Receipt`].
 
+mod derive;
+mod error;
+mod layout;
+pub mod read;
+mod rows;
+pub mod schema;
+mod sink;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use livestate_record::{Appended, NewEvent, Record};
+use livestate_spec::{CompanySpec, Event};
+use paimon::catalog::Identifier;
+use paimon::{Catalog, CatalogOptions, FileSystemCatalog, Options};
+
+pub use derive::{DeriveReport, Derivers, Progress};
+pub use error::{EngineError, LineError};
+pub use layout::{Layout, Status, TableProgress, WriteLock};
+pub use read::{At, LagSource, ReadRequest, Receipt, Rows, TableInfo};
+
+use crate::error::{io_err, paimon_err};
+use crate::schema::{archive_schema, state_schema, ARCHIVE_TABLE, RECORD_DB, STATE_DB};
+
+/// Events appended per record write (each write is one atomic batch and one fsync).
+pub const EMIT_CHUNK: usize = 10_000;
+
+/// What `emit` did with its input.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EmitReport {
+    /// Offsets of the accepted lines, in input order (a re-sent id reports its original offset).
+    pub appended: Vec<(usize, Appended)>,
+    /// Lines skipped as invalid (only with `skip_invalid`).
+    pub skipped: Vec<LineError>,
+}
+
+/// Opens the Paimon filesystem catalog of a warehouse directory.
+///
+/// # Errors
+/// Paimon configuration errors.
+pub fn open_catalog(layout: &Layout) -> Result<FileSystemCatalog, EngineError> {
+    let mut opts = Options::new();
+    opts.set(
+        CatalogOptions::WAREHOUSE,
+        layout.warehouse_dir().to_string_lossy().to_string(),
+    );
+    FileSystemCatalog::new(opts).map_err(paimon_err("warehouse", "open catalog"))
+}
+
+/// Loads the spec a directory was initialised with.
+///
+/// # Errors
+/// [`EngineError::NotInitialized`] or the spec's own errors.
+pub fn load_spec(layout: &Layout) -> Result<CompanySpec, EngineError> {
+    if !layout.is_initialized() {
+        return Err(EngineError::NotInitialized {
+            dir: layout.dir.clone(),
+        });
+    }
+    Ok(CompanySpec::load_dir(&layout.spec_dir())?)
+}
+
+/// One livestate directory opened for writing.
+pub struct Livestate {
+    pub layout: Layout,
+    pub spec: CompanySpec,
+    pub record: Record,
+    pub catalog: FileSystemCatalog,
+    _lock: WriteLock,
+}
+
+impl Livestate {
+    /// Creates the record and the Paimon warehouse in `dir` from the spec in `spec_dir`. The spec
+    /// is checked in full before anything is written.
+    ///
+    /// # Errors
+    /// [`EngineError::Spec`] for a wrong spec (nothing is created); [`EngineError::AlreadyInitialized`];
+    /// [`EngineError::Locked`]; I/O and Paimon errors.
+    pub async fn init(dir: &Path, spec_dir: &Path) -> Result<Livestate, EngineError> {
+        let spec = CompanySpec::load_dir(spec_dir)?;
+        for t in spec.tables.values() {
+            state_schema(t).map_err(|source| EngineError::Paimon {
+                table: t.name.clone(),
+                what: "check schema",
+                source,
+            })?;
+        }
+        let layout = Layout::new(dir)?;
+        if layout.is_initialized() {
+            return Err(EngineError::AlreadyInitialized { dir: layout.dir });
+        }
+        std::fs::create_dir_all(&layout.dir).map_err(io_err(&layout.dir))?;
+        let lock = WriteLock::acquire(&layout)?;
+        let staging = layout.dir.join("spec.tmp");
+        let _ = std::fs::remove_dir_all(&staging);
+        std::fs::create_dir_all(&staging).map_err(io_err(&staging))?;
+        for entry in std::fs::read_dir(spec_dir).map_err(io_err(spec_dir))? {
+            let p = entry.map_err(io_err(spec_dir))?.path();
+            if p.extension().is_some_and(|x| x == "toml") {
+                let to = staging.join(p.file_name().expect("a file has a name"));
+                std::fs::copy(&p, &to).map_err(io_err(&p))?;
+            }
+        }
+        let warehouse = layout.warehouse_dir();
+        std::fs::create_dir_all(&warehouse).map_err(io_err(&warehouse))?;
+        let catalog = open_catalog(&layout)?;
+        catalog
+            .create_database(STATE_DB, true, HashMap::new())
+            .await
+            .map_err(paimon_err(STATE_DB, "create database"))?;
+        catalog
+            .create_database(RECORD_DB, true, HashMap::new())
+            .await
+            .map_err(paimon_err(RECORD_DB, "create database"))?;
+        for t in spec.tables.values() {
+            let schema = state_schema(t).map_err(paimon_err(&t.name, "schema"))?;
+            catalog
+                .create_table(&Identifier::new(STATE_DB, t.name.clone()), schema, true)
+                .await
+                .map_err(paimon_err(&t.name, "create table"))?;
+        }
+        let archive = archive_schema().map_err(paimon_err(ARCHIVE_TABLE, "schema"))?;
+        catalog
+            .create_table(&Identifier::new(RECORD_DB, ARCHIVE_TABLE), archive, true)
+            .await
+            .map_err(paimon_err(ARCHIVE_TABLE, "create table"))?;
+        let record = Record::open(&layout.record_dir())?;
+        // The spec directory appears last: its presence marks a complete initialisation.
+        std::fs::rename(&staging, layout.spec_dir()).map_err(io_err(&staging))?;
+        Ok(Livestate {
+            layout,
+            spec,
+            record,
+            catalog,
+            _lock: lock,
+        })
+    }
+
+    /// Opens an initialised directory for writing, taking its lock.
+    ///
+    /// # Errors
+    /// [`EngineError::NotInitialized`], [`EngineError::Locked`], record and Paimon errors.
+    pub async fn open(dir: &Path) -> Result<Livestate, EngineError> {
+        let layout = Layout::new(dir)?;
+        if !layout.is_initialized() {
+            return Err(EngineError::NotInitialized { dir: layout.dir });
+        }
+        let lock = WriteLock::acquire(&layout)?;
+        let spec = load_spec(&layout)?;
+        let catalog = open_catalog(&layout)?;
+        let record = Record::open(&layout.record_dir())?;
+        Ok(Livestate {
+            layout,
+            spec,
+            record,
+            catalog,
+            _lock: lock,
+        })
+    }
+
+    /// Validates JSON-lines events and appends them durably.
+    ///
+    /// Every line is checked first; unless `skip_invalid`, one bad line rejects the whole input
+    /// and nothing is appended. Accepted events are then appended in chunks of [`EMIT_CHUNK`],
+    /// each acknowledged after its fsync.
+    ///
+    /// # Errors
+    /// [`EngineError::InvalidEvents`] listing every bad line; record errors (an id re-sent with
+    /// different content among them).
+    pub fn emit(&self, input: &str, skip_invalid: bool) -> Result<EmitReport, EngineError> {
+        let mut good = Vec::new();
+        let mut bad = Vec::new();
+        for (i, line) in input.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            match Event::parse_line(line, &self.spec) {
+                Ok(ev) => good.push((i + 1, ev)),
+                Err(error) => {
+                    let id = serde_json::from_str::<serde_json::Value>(line)
+                        .ok()
+                        .and_then(|v| v.get("id").and_then(|x| x.as_str()).map(str::to_string));
+                    bad.push(LineError {
+                        line: i + 1,
+                        id,
+                        error,
+                    });
+                }
+            }
+        }
+        if !bad.is_empty() && !skip_invalid {
+            return Err(EngineError::InvalidEvents(bad));
+        }
+        let mut report = EmitReport {
+            skipped: bad,
+            ..Default::default()
+        };
+        for chunk in good.chunks(EMIT_CHUNK) {
+            let events = chunk.iter().map(|(_, ev)| to_new_event(ev)).collect();
+            let out = self.record.append(events)?;
+            report
+                .appended
+                .extend(chunk.iter().map(|(line, _)| *line).zip(out));
+        }
+        Ok(report)
+    }
+
+    /// Appends already-checked events (used by generators and, later, the server).
+    ///
+    /// # Errors
+    /// Record errors.
+    pub fn append_events(&self, events: &[Event]) -> Result<Vec<Appended>, EngineError> {
+        Ok(self
+            .record
+            .append(events.iter().map(to_new_event).collect())?)
+    }
+
+    /// Opens the derivers of every table, each positioned after its last commit.
+    ///
+    /// # Errors
+    /// Paimon errors.
+    pub async fn derivers(&self) -> Result<Derivers, EngineError> {
+        Derivers::open(&self.catalog, &self.spec).await
+    }
+
+    /// How this process measures lag: against its own record.
+    pub fn lag_source(&self) -> LagSource<'_> {
+        LagSource::Record(&self.record, Status::load(&self.layout))
+    }
+}
+
+fn to_new_event(ev: &Event) -> NewEvent {
+    let env = ev.envelope();
+    NewEvent {
+        id: env.id,
+        event_type: env.event_type,
+        occurred_at: env.occurred_at,
+        causation: env.causation,
+        data: env.data,
+    }
+}
+
+/// Whether an error is a refused event line (the caller's input), for exit codes.
+pub fn is_input_error(e: &EngineError) -> bool {
+    matches!(
+        e,
+        EngineError::InvalidEvents(_)
+            | EngineError::Record(livestate_record::RecordError::IdConflict { .. })
+            | EngineError::BadRequest { .. }
+            | EngineError::UnknownTable { .. }
+            | EngineError::Spec(_)
+    )
+}

@@ -72,14 +72,20 @@ impl Record {
     pub fn open(path: &Path) -> Result<Record, RecordError> {
         let err = RecordError::store(path);
         let db = Database::builder(path).open().map_err(err)?;
-        let events = db.keyspace("events", KeyspaceCreateOptions::default).map_err(RecordError::store(path))?;
-        let ids = db.keyspace("ids", KeyspaceCreateOptions::default).map_err(RecordError::store(path))?;
+        let events = db
+            .keyspace("events", KeyspaceCreateOptions::default)
+            .map_err(RecordError::store(path))?;
+        let ids = db
+            .keyspace("ids", KeyspaceCreateOptions::default)
+            .map_err(RecordError::store(path))?;
         let (next_offset, last_recorded_ms) = match events.last_key_value() {
             None => (0, 0),
             Some(kv) => {
                 let (k, v) = kv.into_inner().map_err(RecordError::store(path))?;
-                let offset = decode_offset(&k)
-                    .ok_or_else(|| RecordError::Corrupt { offset: 0, reason: "last key is not an offset".into() })?;
+                let offset = decode_offset(&k).ok_or_else(|| RecordError::Corrupt {
+                    offset: 0,
+                    reason: "last key is not an offset".into(),
+                })?;
                 let ev = RecordedEvent::decode(offset, &v)?;
                 (offset + 1, ev.recorded_at_ms)
             }
@@ -107,7 +113,11 @@ impl Record {
 
     /// The offset the next new event will get (= the number of events recorded).
     pub fn next_offset(&self) -> u64 {
-        self.inner.state.lock().expect("record state lock").next_offset
+        self.inner
+            .state
+            .lock()
+            .expect("record state lock")
+            .next_offset
     }
 
     /// Group-commit counters since open.
@@ -161,7 +171,8 @@ impl Record {
                         tracing::error!(error = %msg, "record write failed; refusing further writes");
                         st.poisoned = Some(msg.clone());
                         for t in tickets {
-                            st.results.insert(t, Err(RecordError::Poisoned(msg.clone())));
+                            st.results
+                                .insert(t, Err(RecordError::Poisoned(msg.clone())));
                         }
                     }
                 }
@@ -181,8 +192,10 @@ impl Record {
         let mut out = Vec::with_capacity(limit.min(4096));
         for kv in inner.events.range(offset_key(from)..).take(limit) {
             let (k, v) = kv.into_inner().map_err(RecordError::store(&inner.path))?;
-            let offset = decode_offset(&k)
-                .ok_or_else(|| RecordError::Corrupt { offset: from, reason: "key is not an offset".into() })?;
+            let offset = decode_offset(&k).ok_or_else(|| RecordError::Corrupt {
+                offset: from,
+                reason: "key is not an offset".into(),
+            })?;
             out.push(RecordedEvent::decode(offset, &v)?);
         }
         Ok(out)
@@ -194,7 +207,11 @@ impl Record {
     /// As [`Record::read`].
     pub fn get(&self, offset: u64) -> Result<Option<RecordedEvent>, RecordError> {
         let inner = &*self.inner;
-        match inner.events.get(offset_key(offset)).map_err(RecordError::store(&inner.path))? {
+        match inner
+            .events
+            .get(offset_key(offset))
+            .map_err(RecordError::store(&inner.path))?
+        {
             Some(v) => Ok(Some(RecordedEvent::decode(offset, &v)?)),
             None => Ok(None),
         }
@@ -206,7 +223,10 @@ impl Record {
     /// As [`Record::read`].
     pub fn offset_of(&self, id: &str) -> Result<Option<u64>, RecordError> {
         let inner = &*self.inner;
-        let v = inner.ids.get(id.as_bytes()).map_err(RecordError::store(&inner.path))?;
+        let v = inner
+            .ids
+            .get(id.as_bytes())
+            .map_err(RecordError::store(&inner.path))?;
         Ok(v.and_then(|v| decode_offset(&v)))
     }
 }
@@ -236,7 +256,11 @@ impl Inner {
                     let mut outcomes = Vec::with_capacity(events.len());
                     for (ev, outcome) in events.into_iter().zip(plan) {
                         if !outcome.duplicate {
-                            batch.insert(&self.events, offset_key(outcome.offset), RecordedEvent::encode(&ev, now_ms));
+                            batch.insert(
+                                &self.events,
+                                offset_key(outcome.offset),
+                                RecordedEvent::encode(&ev, now_ms),
+                            );
                             batch.insert(&self.ids, ev.id.as_bytes(), offset_key(outcome.offset));
                             in_group.insert(ev.id.clone(), (outcome.offset, ev));
                             next = outcome.offset + 1;
@@ -250,10 +274,18 @@ impl Inner {
             }
         }
         if wrote {
-            batch.commit().map_err(|e| fail(RecordError::Store { path: self.path.clone(), source: e }))?;
-            self.db
-                .persist(PersistMode::SyncAll)
-                .map_err(|e| fail(RecordError::Store { path: self.path.clone(), source: e }))?;
+            batch.commit().map_err(|e| {
+                fail(RecordError::Store {
+                    path: self.path.clone(),
+                    source: e,
+                })
+            })?;
+            self.db.persist(PersistMode::SyncAll).map_err(|e| {
+                fail(RecordError::Store {
+                    path: self.path.clone(),
+                    source: e,
+                })
+            })?;
         }
         Ok((results, next, now_ms))
     }
@@ -272,26 +304,46 @@ impl Inner {
             } else if let Some((o, e)) = in_group.get(&ev.id) {
                 Some((*o, e == ev))
             } else {
-                match self.ids.get(ev.id.as_bytes()).map_err(RecordError::store(&self.path))? {
+                match self
+                    .ids
+                    .get(ev.id.as_bytes())
+                    .map_err(RecordError::store(&self.path))?
+                {
                     Some(v) => {
-                        let o = decode_offset(&v)
-                            .ok_or_else(|| RecordError::Corrupt { offset: 0, reason: format!("id index entry for `{}`", ev.id) })?;
+                        let o = decode_offset(&v).ok_or_else(|| RecordError::Corrupt {
+                            offset: 0,
+                            reason: format!("id index entry for `{}`", ev.id),
+                        })?;
                         let stored = self
                             .events
                             .get(offset_key(o))
                             .map_err(RecordError::store(&self.path))?
-                            .ok_or_else(|| RecordError::Corrupt { offset: o, reason: "indexed event is missing".into() })?;
+                            .ok_or_else(|| RecordError::Corrupt {
+                                offset: o,
+                                reason: "indexed event is missing".into(),
+                            })?;
                         Some((o, ev.same_content(&RecordedEvent::decode(o, &stored)?)))
                     }
                     None => None,
                 }
             };
             match prior {
-                Some((offset, true)) => out.push(Appended { offset, duplicate: true }),
-                Some((offset, false)) => return Err(RecordError::IdConflict { id: ev.id.clone(), offset }),
+                Some((offset, true)) => out.push(Appended {
+                    offset,
+                    duplicate: true,
+                }),
+                Some((offset, false)) => {
+                    return Err(RecordError::IdConflict {
+                        id: ev.id.clone(),
+                        offset,
+                    })
+                }
                 None => {
                     local.insert(&ev.id, (next, ev));
-                    out.push(Appended { offset: next, duplicate: false });
+                    out.push(Appended {
+                        offset: next,
+                        duplicate: false,
+                    });
                     next += 1;
                 }
             }

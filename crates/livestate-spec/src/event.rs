@@ -51,7 +51,12 @@ impl Event {
     /// An [`EventError`] naming the field (`id`, `type`, `data.qty`, ...) and the reason.
     pub fn parse_line(line: &str, spec: &CompanySpec) -> Result<Event, EventError> {
         let env: EventEnvelope = serde_json::from_str(line).map_err(|e| {
-            let field = e.to_string().split('`').nth(1).map(str::to_string).unwrap_or_else(|| "(line)".into());
+            let field = e
+                .to_string()
+                .split('`')
+                .nth(1)
+                .map(str::to_string)
+                .unwrap_or_else(|| "(line)".into());
             EventError::new(field, format!("not a valid event envelope: {e}"))
         })?;
         Event::check(env, spec)
@@ -63,34 +68,57 @@ impl Event {
     /// An [`EventError`] naming the field and the reason.
     pub fn check(env: EventEnvelope, spec: &CompanySpec) -> Result<Event, EventError> {
         if env.id.is_empty() || env.id.len() > MAX_ID_LEN || env.id.chars().any(char::is_control) {
-            return Err(EventError::new("id", format!("must be 1 to {MAX_ID_LEN} bytes without control characters")));
+            return Err(EventError::new(
+                "id",
+                format!("must be 1 to {MAX_ID_LEN} bytes without control characters"),
+            ));
         }
         let Some(ty) = spec.events.get(&env.event_type) else {
-            return Err(EventError::new("type", format!("unknown event type `{}`", env.event_type)));
+            return Err(EventError::new(
+                "type",
+                format!("unknown event type `{}`", env.event_type),
+            ));
         };
-        let occurred_at = parse_timestamp(&env.occurred_at).map_err(|e| EventError::new("occurred_at", e))?;
+        let occurred_at =
+            parse_timestamp(&env.occurred_at).map_err(|e| EventError::new("occurred_at", e))?;
         if let Some(c) = &env.causation {
             if c.is_empty() || c.len() > MAX_ID_LEN || c.chars().any(char::is_control) {
-                return Err(EventError::new("causation", format!("must be 1 to {MAX_ID_LEN} bytes without control characters")));
+                return Err(EventError::new(
+                    "causation",
+                    format!("must be 1 to {MAX_ID_LEN} bytes without control characters"),
+                ));
             }
         }
         for k in env.data.keys() {
             if !ty.fields.contains_key(k) {
-                return Err(EventError::new(format!("data.{k}"), format!("`{}` has no field `{k}`", ty.name)));
+                return Err(EventError::new(
+                    format!("data.{k}"),
+                    format!("`{}` has no field `{k}`", ty.name),
+                ));
             }
         }
         let mut data = IndexMap::new();
         for (name, f) in &ty.fields {
             let v = match env.data.get(name) {
-                Some(j) => Value::from_json(j, f.ty).map_err(|e| EventError::new(format!("data.{name}"), e))?,
+                Some(j) => Value::from_json(j, f.ty)
+                    .map_err(|e| EventError::new(format!("data.{name}"), e))?,
                 None => Value::Null,
             };
             if f.required && v.is_null() {
-                return Err(EventError::new(format!("data.{name}"), format!("required {} field is missing", f.ty)));
+                return Err(EventError::new(
+                    format!("data.{name}"),
+                    format!("required {} field is missing", f.ty),
+                ));
             }
             data.insert(name.clone(), v);
         }
-        let event = Event { id: env.id, event_type: env.event_type, occurred_at, causation: env.causation, data };
+        let event = Event {
+            id: env.id,
+            event_type: env.event_type,
+            occurred_at,
+            causation: env.causation,
+            data,
+        };
         event.row_ops(spec, 0)?;
         Ok(event)
     }
@@ -101,7 +129,12 @@ impl Event {
             id: self.id.clone(),
             event_type: self.event_type.clone(),
             occurred_at: format!("{}Z", format_timestamp(&self.occurred_at)),
-            data: self.data.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.to_json())).collect(),
+            data: self
+                .data
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), v.to_json()))
+                .collect(),
             causation: self.causation.clone(),
         }
     }
@@ -130,10 +163,17 @@ impl Event {
     /// # Errors
     /// An [`EventError`] naming the mapping when a key would be null or a value does not fit.
     pub fn row_ops(&self, spec: &CompanySpec, offset: u64) -> Result<Vec<RowOp>, EventError> {
-        spec.mappings_for(&self.event_type).filter_map(|m| self.apply(spec, m, offset).transpose()).collect()
+        spec.mappings_for(&self.event_type)
+            .filter_map(|m| self.apply(spec, m, offset).transpose())
+            .collect()
     }
 
-    fn apply(&self, spec: &CompanySpec, m: &Mapping, offset: u64) -> Result<Option<RowOp>, EventError> {
+    fn apply(
+        &self,
+        spec: &CompanySpec,
+        m: &Mapping,
+        offset: u64,
+    ) -> Result<Option<RowOp>, EventError> {
         let lookup = |n: &str| self.lookup(offset, n);
         let field = || format!("mapping to {}", m.table);
         if let Some(w) = &m.when {
@@ -141,20 +181,32 @@ impl Event {
                 return Ok(None);
             }
         }
-        let table = spec.table(&m.table).expect("mapping tables are checked at spec load");
+        let table = spec
+            .table(&m.table)
+            .expect("mapping tables are checked at spec load");
         let mut row = vec![Value::Null; table.columns.len()];
         for (col, expr) in &m.set {
-            let idx = table.columns.get_index_of(col).expect("mapping columns are checked at spec load");
+            let idx = table
+                .columns
+                .get_index_of(col)
+                .expect("mapping columns are checked at spec load");
             let ty = table.columns[idx];
             let v = expr
                 .eval(&lookup)
                 .and_then(|v| v.coerce(ty))
                 .map_err(|e| EventError::new(field(), format!("column `{col}`: {e}")))?;
             if v.is_null() && table.is_key(col) {
-                return Err(EventError::new(field(), format!("key column `{col}` would be null")));
+                return Err(EventError::new(
+                    field(),
+                    format!("key column `{col}` would be null"),
+                ));
             }
             row[idx] = v;
         }
-        Ok(Some(RowOp { table: m.table.clone(), action: m.action, row }))
+        Ok(Some(RowOp {
+            table: m.table.clone(),
+            action: m.action,
+            row,
+        }))
     }
 }

@@ -1,0 +1,106 @@
+//! Command-line arguments, as parsed by clap. Checked further in `commands`.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "livestate",
+    version,
+    about = "The company's live state as Apache Paimon tables, derived from an append-only record of events.",
+    long_about = "livestate keeps every event the company's modules emit in a durable record, derives \
+always-current state tables from it as Apache Paimon primary-key tables, and lets agents read them with \
+receipts.\n\nStart with `livestate demo`."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create the record and the Paimon warehouse from a company spec.
+    #[command(after_help = "Example:\n  livestate init --dir ./acme --spec examples/company")]
+    Init {
+        #[arg(long, default_value = "./livestate-data", env = "LIVESTATE_DIR")]
+        dir: PathBuf,
+        /// Directory of spec *.toml files [default: the built-in example company]
+        #[arg(long)]
+        spec: Option<PathBuf>,
+    },
+    /// Append JSON-lines events to the record; prints each line's offset.
+    #[command(
+        after_help = "Each line: {\"id\":\"e1\",\"type\":\"inventory.stock_counted\",\"occurred_at\":\"2026-03-02T08:00:00Z\",\"data\":{...}}\n\
+Every line is checked first: one invalid line rejects the whole input (nothing is appended) unless --skip-invalid.\n\
+Re-sending an id returns its original offset and appends nothing.\n\nExample:\n  livestate emit --dir ./acme events.jsonl"
+    )]
+    Emit {
+        #[arg(long, default_value = "./livestate-data", env = "LIVESTATE_DIR")]
+        dir: PathBuf,
+        /// File of JSON lines, or `-` for standard input
+        #[arg(default_value = "-")]
+        input: String,
+        /// Append the valid lines and report the invalid ones instead of rejecting the input
+        #[arg(long)]
+        skip_invalid: bool,
+        /// Print one JSON object per line instead of text
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fold the record into every state table, committing at each table's freshness budget.
+    #[command(
+        after_help = "Without --once, runs until interrupted (Ctrl-C commits what is pending and exits).\n\nExample:\n  livestate derive --dir ./acme --once"
+    )]
+    Derive {
+        #[arg(long, default_value = "./livestate-data", env = "LIVESTATE_DIR")]
+        dir: PathBuf,
+        /// Catch every table up to the record's head, commit, and exit
+        #[arg(long)]
+        once: bool,
+    },
+    /// Print a state table's rows with a receipt (snapshot, record offset, lag against budget).
+    #[command(
+        after_help = "Examples:\n  livestate read --dir ./acme stock --key item=part-0001 --key location=north\n  livestate read --dir ./acme stock --snapshot 3 --json\n  livestate read --dir ./acme stock --tag audit-p17"
+    )]
+    Read {
+        #[arg(long, default_value = "./livestate-data", env = "LIVESTATE_DIR")]
+        dir: PathBuf,
+        /// Table name (see `livestate tables`)
+        table: String,
+        /// Filter `column=value`; repeat for several columns
+        #[arg(long = "key", value_name = "COLUMN=VALUE")]
+        keys: Vec<String>,
+        /// Read the table as of this snapshot id
+        #[arg(long, conflicts_with = "tag")]
+        snapshot: Option<i64>,
+        /// Read the table as of this tag
+        #[arg(long)]
+        tag: Option<String>,
+        /// Print {"receipt":…, "rows":[…]} as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the state tables: merge engine, budget, snapshot, offset, lag, files.
+    #[command(after_help = "Example:\n  livestate tables --dir ./acme")]
+    Tables {
+        #[arg(long, default_value = "./livestate-data", env = "LIVESTATE_DIR")]
+        dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the example company: init, generated events from three modules, derive, print state.
+    #[command(
+        after_help = "Example:\n  livestate demo\n  livestate demo --dir /tmp/acme --seed 42"
+    )]
+    Demo {
+        #[arg(long, default_value = "./livestate-demo")]
+        dir: PathBuf,
+        /// Seed of the generated event stream
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Items per location
+        #[arg(long, default_value_t = 12)]
+        items: usize,
+    },
+}

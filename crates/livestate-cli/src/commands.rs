@@ -1,0 +1,339 @@
+//! The commands. Each returns `anyhow::Result`; `lib.rs` decides the exit code.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use indicatif::{ProgressBar, ProgressStyle};
+use livestate_engine::{
+    load_spec, open_catalog, read, At, EngineError, LagSource, Layout, Livestate, Progress,
+    ReadRequest, Status,
+};
+use livestate_spec::CompanySpec;
+use paimon::FileSystemCatalog;
+
+use crate::args::Command;
+use crate::render;
+
+pub async fn run(cmd: Command) -> anyhow::Result<()> {
+    match cmd {
+        Command::Init { dir, spec } => init(&dir, spec.as_deref()).await,
+        Command::Emit {
+            dir,
+            input,
+            skip_invalid,
+            json,
+        } => emit(&dir, &input, skip_invalid, json).await,
+        Command::Derive { dir, once } => derive(&dir, once).await,
+        Command::Read {
+            dir,
+            table,
+            keys,
+            snapshot,
+            tag,
+            json,
+        } => {
+            let at = match (snapshot, tag) {
+                (Some(s), _) => At::Snapshot(s),
+                (_, Some(t)) => At::Tag(t),
+                _ => At::Latest,
+            };
+            read_table(&dir, table, keys, at, json).await
+        }
+        Command::Tables { dir, json } => tables(&dir, json).await,
+        Command::Demo { dir, seed, items } => demo(&dir, seed, items).await,
+    }
+}
+
+/// Writes the built-in example spec into a fresh temporary directory.
+fn example_spec_dir() -> anyhow::Result<tempfile::TempDir> {
+    let tmp =
+        tempfile::tempdir().context("creating a temporary directory for the built-in spec")?;
+    for (name, text) in crate::EXAMPLE_SPEC {
+        std::fs::write(tmp.path().join(name), text)?;
+    }
+    Ok(tmp)
+}
+
+async fn init(dir: &Path, spec: Option<&Path>) -> anyhow::Result<()> {
+    let builtin;
+    let spec_dir = match spec {
+        Some(p) => p.to_path_buf(),
+        None => {
+            builtin = example_spec_dir()?;
+            builtin.path().to_path_buf()
+        }
+    };
+    let ls = Livestate::init(dir, &spec_dir).await?;
+    println!(
+        "initialised {} with {} state tables ({}) and the record archive record.events",
+        ls.layout.dir.display(),
+        ls.spec.tables.len(),
+        ls.spec
+            .tables
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok(())
+}
+
+async fn emit(dir: &Path, input: &str, skip_invalid: bool, json: bool) -> anyhow::Result<()> {
+    let text = if input == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("reading events from standard input")?;
+        s
+    } else {
+        std::fs::read_to_string(input).with_context(|| format!("reading events from {input}"))?
+    };
+    let ls = Livestate::open(dir).await?;
+    let report = ls.emit(&text, skip_invalid)?;
+    for e in &report.skipped {
+        eprintln!("skipped {e}");
+    }
+    let new = report.appended.iter().filter(|(_, a)| !a.duplicate).count();
+    for (line, a) in &report.appended {
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({"line": line, "offset": a.offset, "duplicate": a.duplicate})
+            );
+        } else if a.duplicate {
+            println!("line {line}: offset {} (already recorded)", a.offset);
+        } else {
+            println!("line {line}: offset {}", a.offset);
+        }
+    }
+    eprintln!(
+        "{} event(s) appended, {} already recorded, {} skipped; record head is now offset {}",
+        new,
+        report.appended.len() - new,
+        report.skipped.len(),
+        ls.record.next_offset()
+    );
+    Ok(())
+}
+
+fn progress_bar() -> ProgressBar {
+    let pb = ProgressBar::new(0);
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{spinner} deriving {pos}/{len} events [{bar:30}] {per_sec} eta {eta}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    pb
+}
+
+async fn derive(dir: &Path, once: bool) -> anyhow::Result<()> {
+    let ls = Livestate::open(dir).await?;
+    let mut derivers = ls.derivers().await?;
+    let pb = progress_bar();
+    let report = derivers
+        .catch_up(&ls.record, &ls.spec, &mut |p: Progress| {
+            pb.set_length(p.total);
+            pb.set_position(p.done);
+        })
+        .await?;
+    pb.finish_and_clear();
+    derivers.write_status(&ls.layout, &ls.record)?;
+    eprintln!(
+        "derived {} event(s) into {} row(s), {} commit(s); every table reflects record offsets < {}",
+        report.events, report.rows, report.commits, report.through
+    );
+    if once {
+        return Ok(());
+    }
+    eprintln!("following the record; Ctrl-C commits what is pending and stops");
+    let mut last_status = Instant::now();
+    loop {
+        let step = tokio::select! {
+            r = derivers.step(&ls.record, &ls.spec) => r?,
+            _ = tokio::signal::ctrl_c() => break,
+        };
+        if last_status.elapsed() >= Duration::from_secs(1) {
+            derivers.write_status(&ls.layout, &ls.record)?;
+            last_status = Instant::now();
+        }
+        if step.events == 0 {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                _ = tokio::signal::ctrl_c() => break,
+            }
+        }
+    }
+    let commits = derivers.commit_all().await?;
+    derivers.write_status(&ls.layout, &ls.record)?;
+    eprintln!("stopped after {commits} final commit(s)");
+    Ok(())
+}
+
+/// Read access: the writer's own view when no other process owns the directory, otherwise the
+/// warehouse plus the status file the owner writes.
+enum ReadCtx {
+    Owned(Box<Livestate>),
+    Shared {
+        spec: CompanySpec,
+        catalog: FileSystemCatalog,
+        status: Option<Status>,
+    },
+}
+
+impl ReadCtx {
+    async fn open(dir: &Path) -> anyhow::Result<ReadCtx> {
+        match Livestate::open(dir).await {
+            Ok(ls) => Ok(ReadCtx::Owned(Box::new(ls))),
+            Err(EngineError::Locked { .. }) => {
+                let layout = Layout::new(dir)?;
+                Ok(ReadCtx::Shared {
+                    spec: load_spec(&layout)?,
+                    catalog: open_catalog(&layout)?,
+                    status: Status::load(&layout),
+                })
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn parts(&self) -> (&CompanySpec, &FileSystemCatalog, LagSource<'_>) {
+        match self {
+            ReadCtx::Owned(ls) => (&ls.spec, &ls.catalog, ls.lag_source()),
+            ReadCtx::Shared {
+                spec,
+                catalog,
+                status,
+            } => (spec, catalog, LagSource::Status(status.clone())),
+        }
+    }
+}
+
+fn parse_keys(keys: Vec<String>) -> anyhow::Result<Vec<(String, String)>> {
+    keys.into_iter()
+        .map(|k| match k.split_once('=') {
+            Some((c, v)) if !c.trim().is_empty() => Ok((c.trim().to_string(), v.to_string())),
+            _ => bail!("--key `{k}` is not of the form column=value"),
+        })
+        .collect()
+}
+
+async fn read_table(
+    dir: &Path,
+    table: String,
+    keys: Vec<String>,
+    at: At,
+    json: bool,
+) -> anyhow::Result<()> {
+    let keys = parse_keys(keys)?;
+    let ctx = ReadCtx::open(dir).await?;
+    let (spec, catalog, lag) = ctx.parts();
+    let rows = read::read(catalog, spec, &ReadRequest { table, keys, at }, &lag).await?;
+    if json {
+        let out = serde_json::json!({"receipt": rows.receipt, "columns": rows.columns, "rows": rows.json_rows()});
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print!("{}", render::rows_table(&rows));
+        println!("{} row(s)", rows.rows.len());
+        println!("{}", render::receipt_line(&rows.receipt));
+    }
+    Ok(())
+}
+
+async fn tables(dir: &Path, json: bool) -> anyhow::Result<()> {
+    let ctx = ReadCtx::open(dir).await?;
+    let (spec, catalog, lag) = ctx.parts();
+    let infos = read::tables(catalog, spec, &lag).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&infos)?);
+    } else {
+        print!("{}", render::tables(&infos));
+    }
+    Ok(())
+}
+
+async fn demo(dir: &Path, seed: u64, items: usize) -> anyhow::Result<()> {
+    let layout = Layout::new(dir)?;
+    let ls = if layout.is_initialized() {
+        println!("using the existing demo directory {}", layout.dir.display());
+        Livestate::open(dir).await?
+    } else {
+        let spec = example_spec_dir()?;
+        let ls = Livestate::init(dir, spec.path()).await?;
+        println!(
+            "initialised {} (record + Paimon warehouse, {} state tables)",
+            ls.layout.dir.display(),
+            ls.spec.tables.len()
+        );
+        ls
+    };
+    let cfg = livestate_sim::SimConfig {
+        seed,
+        items,
+        ..Default::default()
+    };
+    let events = livestate_sim::company_events(&cfg);
+    let modules: std::collections::BTreeMap<String, usize> =
+        events.iter().fold(Default::default(), |mut m, e| {
+            let module = e["type"]
+                .as_str()
+                .unwrap_or_default()
+                .split('.')
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            *m.entry(module).or_default() += 1;
+            m
+        });
+    let report = ls.emit(&livestate_sim::to_json_lines(&events), false)?;
+    let new = report.appended.iter().filter(|(_, a)| !a.duplicate).count();
+    println!(
+        "recorded {new} new event(s) ({} already recorded) from {}",
+        report.appended.len() - new,
+        modules
+            .iter()
+            .map(|(m, n)| format!("{m}: {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut derivers = ls.derivers().await?;
+    let pb = progress_bar();
+    let d = derivers
+        .catch_up(&ls.record, &ls.spec, &mut |p: Progress| {
+            pb.set_length(p.total);
+            pb.set_position(p.done);
+        })
+        .await?;
+    pb.finish_and_clear();
+    derivers.write_status(&ls.layout, &ls.record)?;
+    println!(
+        "derived {} event(s) into {} row(s) with {} Paimon commit(s)\n",
+        d.events, d.rows, d.commits
+    );
+    let lag = ls.lag_source();
+    for (table, title, keys) in [
+        ("stock", "Stock of part-0001 in every warehouse: on_hand from inventory, reserved from commerce, inbound and planning from procurement", vec![("item".to_string(), livestate_sim::item_name(0))]),
+        ("work_queue", "Work queue", vec![]),
+        ("open_orders", "Open orders", vec![]),
+    ] {
+        let rows = read::read(&ls.catalog, &ls.spec, &ReadRequest { table: table.into(), keys, at: At::Latest }, &lag).await?;
+        println!("== {title}");
+        print!("{}", render::rows_table(&rows));
+        println!("{}\n", render::receipt_line(&rows.receipt));
+    }
+    println!("All tables:");
+    print!(
+        "{}",
+        render::tables(&read::tables(&ls.catalog, &ls.spec, &lag).await?)
+    );
+    let shown: PathBuf = layout.dir.clone();
+    println!(
+        "\nThe tables are Apache Paimon tables under {}/warehouse; any Paimon reader can open them.\nTry: livestate read --dir {} stock --key location=north",
+        shown.display(),
+        shown.display()
+    );
+    Ok(())
+}

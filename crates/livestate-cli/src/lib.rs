@@ -1,0 +1,75 @@
+//! The `livestate` command line: argument parsing, the commands, and how results are printed.
+//! Exit codes: 0 success, 1 failure, 2 bad input or usage (the caller can fix it).
+
+mod args;
+mod commands;
+mod render;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+pub use args::{Cli, Command};
+
+/// The example company's spec, built into the binary so `init` and `demo` work anywhere.
+pub const EXAMPLE_SPEC: [(&str, &str); 3] = [
+    (
+        "events.toml",
+        include_str!("../../../examples/company/events.toml"),
+    ),
+    (
+        "tables.toml",
+        include_str!("../../../examples/company/tables.toml"),
+    ),
+    (
+        "mappings.toml",
+        include_str!("../../../examples/company/mappings.toml"),
+    ),
+];
+
+/// Parses `args` and runs the command.
+pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LIVESTATE_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(commands::run(cli.command)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            let input = e
+                .downcast_ref::<livestate_engine::EngineError>()
+                .is_some_and(livestate_engine::is_input_error);
+            if input {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}

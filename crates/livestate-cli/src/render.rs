@@ -1,0 +1,118 @@
+//! Text rendering of rows, receipts and table lists.
+
+use livestate_engine::read::format_lag;
+use livestate_engine::{Receipt, Rows, TableInfo};
+
+/// Rows as an aligned text table.
+pub fn rows_table(rows: &Rows) -> String {
+    let cells: Vec<Vec<String>> = rows
+        .rows
+        .iter()
+        .map(|r| {
+            r.iter()
+                .map(|v| {
+                    if v.is_null() {
+                        "·".to_string()
+                    } else {
+                        v.to_string()
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    grid(&rows.columns, &cells)
+}
+
+/// A text grid with a header row.
+pub fn grid(header: &[String], cells: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in cells {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let line = |vals: &[String]| {
+        let mut s = String::new();
+        for (i, v) in vals.iter().enumerate() {
+            if i > 0 {
+                s.push_str("  ");
+            }
+            s.push_str(v);
+            if i + 1 < vals.len() {
+                s.push_str(&" ".repeat(widths[i] - v.chars().count()));
+            }
+        }
+        s.push('\n');
+        s
+    };
+    let mut out = line(header);
+    out.push_str(&line(
+        &widths.iter().map(|w| "─".repeat(*w)).collect::<Vec<_>>(),
+    ));
+    for r in cells {
+        out.push_str(&line(r));
+    }
+    out
+}
+
+/// One line describing a receipt.
+pub fn receipt_line(r: &Receipt) -> String {
+    let snap = r
+        .snapshot_id
+        .map_or("no snapshot yet".to_string(), |s| format!("snapshot {s}"));
+    let lag = match (r.lag_ms, r.within_budget) {
+        (Some(l), Some(true)) => format!("lag {} within budget {}", format_lag(l), r.budget),
+        (Some(l), Some(false)) => format!("lag {} OVER budget {}", format_lag(l), r.budget),
+        _ => format!("budget {}", r.budget),
+    };
+    let committed = r
+        .committed_at
+        .as_deref()
+        .map(|c| format!(", committed {c}"))
+        .unwrap_or_default();
+    format!(
+        "receipt: {} {snap}, reflects record offsets < {}{committed}, {lag}",
+        r.table, r.offset
+    )
+}
+
+/// `livestate tables` as text.
+pub fn tables(infos: &[TableInfo]) -> String {
+    let header: Vec<String> = [
+        "table",
+        "merge engine",
+        "buckets",
+        "budget",
+        "snapshot",
+        "offset",
+        "lag",
+        "files",
+        "rows in files",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let cells: Vec<Vec<String>> = infos
+        .iter()
+        .map(|t| {
+            let r = &t.receipt;
+            let lag = match (r.lag_ms, r.within_budget) {
+                (Some(l), Some(false)) => format!("{} OVER", format_lag(l)),
+                (Some(l), _) => format_lag(l),
+                (None, _) => "?".into(),
+            };
+            vec![
+                t.name.clone(),
+                t.merge_engine.clone(),
+                t.buckets.clone(),
+                r.budget.clone(),
+                r.snapshot_id.map_or("-".into(), |s| s.to_string()),
+                r.offset.to_string(),
+                lag,
+                t.data_files.to_string(),
+                t.total_rows_in_files.map_or("-".into(), |n| n.to_string()),
+            ]
+        })
+        .collect();
+    grid(&header, &cells)
+}

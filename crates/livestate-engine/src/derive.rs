@@ -1,0 +1,265 @@
+//! Derivation: the record, folded into every state table (and the archive), exactly once.
+
+use std::time::Duration;
+
+use livestate_record::{Record, RecordedEvent};
+use livestate_spec::{Action, CompanySpec, Event, EventEnvelope, Freshness};
+use paimon::spec::RowKind;
+use paimon::FileSystemCatalog;
+
+use crate::error::EngineError;
+use crate::layout::{Layout, Status, TableProgress};
+use crate::schema::{archive_row, ARCHIVE_TABLE, RECORD_DB, STATE_DB};
+use crate::sink::TableSink;
+
+/// Events read from the record per step.
+const READ_CHUNK: usize = 4096;
+
+/// How far a derivation pass got.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeriveReport {
+    /// Events read from the record in this pass.
+    pub events: u64,
+    /// Rows written, summed over tables.
+    pub rows: u64,
+    /// Snapshots committed, summed over tables.
+    pub commits: u64,
+    /// The record offset every table now reflects.
+    pub through: u64,
+}
+
+/// Progress of a catch-up: events applied and the total to apply.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    pub done: u64,
+    pub total: u64,
+}
+
+/// The derivers of one directory: a sink per state table plus the archive, sharing one pass over
+/// the record. Each sink starts where its own last commit left off.
+pub struct Derivers {
+    sinks: Vec<(Option<Freshness>, TableSink)>,
+    last_nightly_commit: Vec<Option<chrono::DateTime<chrono::Utc>>>,
+}
+
+impl Derivers {
+    pub(crate) async fn open(
+        catalog: &FileSystemCatalog,
+        spec: &CompanySpec,
+    ) -> Result<Derivers, EngineError> {
+        let mut sinks = Vec::new();
+        for t in spec.tables.values() {
+            sinks.push((
+                Some(t.freshness),
+                TableSink::open(catalog, STATE_DB, &t.name, true).await?,
+            ));
+        }
+        sinks.push((
+            None,
+            TableSink::open(catalog, RECORD_DB, ARCHIVE_TABLE, false).await?,
+        ));
+        let n = sinks.len();
+        Ok(Derivers {
+            sinks,
+            last_nightly_commit: vec![None; n],
+        })
+    }
+
+    /// The lowest offset some sink still needs.
+    pub fn position(&self) -> u64 {
+        self.sinks
+            .iter()
+            .map(|(_, s)| s.position)
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Applies up to one chunk of events from the record; returns how many were read.
+    async fn apply_chunk(
+        &mut self,
+        record: &Record,
+        spec: &CompanySpec,
+        head: u64,
+    ) -> Result<(u64, u64), EngineError> {
+        let from = self.position();
+        if from >= head {
+            return Ok((0, 0));
+        }
+        let events = record.read(from, READ_CHUNK.min((head - from) as usize))?;
+        let mut rows = 0;
+        for ev in &events {
+            rows += self.apply(spec, ev).await?;
+        }
+        let end = events.last().map_or(from, |e| e.offset + 1);
+        for (_, s) in &mut self.sinks {
+            s.position = s.position.max(end);
+        }
+        Ok((events.len() as u64, rows))
+    }
+
+    async fn apply(&mut self, spec: &CompanySpec, ev: &RecordedEvent) -> Result<u64, EngineError> {
+        let envelope = EventEnvelope {
+            id: ev.id.clone(),
+            event_type: ev.event_type.clone(),
+            occurred_at: ev.occurred_at.clone(),
+            data: ev.data.clone(),
+            causation: ev.causation.clone(),
+        };
+        let derivation = |message: String| EngineError::Derivation {
+            table: "(all)".into(),
+            offset: ev.offset,
+            message,
+        };
+        let event = Event::check(envelope, spec).map_err(|e| derivation(e.to_string()))?;
+        let ops = event
+            .row_ops(spec, ev.offset)
+            .map_err(|e| derivation(e.to_string()))?;
+        let mut rows = 0;
+        for (_, sink) in &mut self.sinks {
+            if ev.offset < sink.position {
+                continue;
+            }
+            let Some(table) = sink
+                .name
+                .strip_prefix(STATE_DB)
+                .and_then(|n| n.strip_prefix('.'))
+                .map(str::to_string)
+            else {
+                sink.push((RowKind::Insert, archive_row(ev)), ev.recorded_at_ms)
+                    .await?;
+                rows += 1;
+                continue;
+            };
+            for op in ops.iter().filter(|op| op.table == table) {
+                let kind = match op.action {
+                    Action::Upsert => RowKind::Insert,
+                    Action::Delete => RowKind::Delete,
+                };
+                sink.push((kind, op.row.clone()), ev.recorded_at_ms).await?;
+                rows += 1;
+            }
+        }
+        Ok(rows)
+    }
+
+    /// Reads every event up to the record's current head, applies it, and commits every table.
+    ///
+    /// # Errors
+    /// Record, Paimon or derivation errors; what was committed before the error stays committed
+    /// and a restart resumes from there.
+    pub async fn catch_up(
+        &mut self,
+        record: &Record,
+        spec: &CompanySpec,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<DeriveReport, EngineError> {
+        let head = record.next_offset();
+        let start = self.position();
+        let mut report = DeriveReport::default();
+        loop {
+            let (n, rows) = self.apply_chunk(record, spec, head).await?;
+            report.events += n;
+            report.rows += rows;
+            progress(Progress {
+                done: self.position().saturating_sub(start),
+                total: head.saturating_sub(start),
+            });
+            if n == 0 {
+                break;
+            }
+        }
+        for (_, s) in &mut self.sinks {
+            if s.commit().await?.is_some() {
+                report.commits += 1;
+            }
+        }
+        report.through = self.position();
+        Ok(report)
+    }
+
+    /// One step of continuous derivation: apply what is new, then commit each table whose
+    /// freshness budget asks for it. Returns the events applied.
+    ///
+    /// # Errors
+    /// As [`Derivers::catch_up`].
+    pub async fn step(
+        &mut self,
+        record: &Record,
+        spec: &CompanySpec,
+    ) -> Result<DeriveReport, EngineError> {
+        let head = record.next_offset();
+        let (events, rows) = self.apply_chunk(record, spec, head).await?;
+        let now = chrono::Utc::now();
+        let mut commits = 0;
+        for (i, (fresh, sink)) in self.sinks.iter_mut().enumerate() {
+            let due = match fresh {
+                None => sink
+                    .oldest_uncommitted_ms
+                    .is_some_and(|t| now.timestamp_millis() - t >= 1000),
+                Some(f @ Freshness::Within(_)) => {
+                    let interval = f.commit_interval().unwrap_or(Duration::from_secs(1));
+                    sink.oldest_uncommitted_ms
+                        .is_some_and(|t| now.timestamp_millis() - t >= interval.as_millis() as i64)
+                }
+                Some(f @ Freshness::Nightly { .. }) => {
+                    let boundary = f.last_boundary(now);
+                    let due = self.last_nightly_commit[i].is_none_or(|last| last < boundary);
+                    if due {
+                        self.last_nightly_commit[i] = Some(now);
+                    }
+                    due
+                }
+            };
+            if due && sink.commit().await?.is_some() {
+                commits += 1;
+            }
+        }
+        Ok(DeriveReport {
+            events,
+            rows,
+            commits,
+            through: self.position(),
+        })
+    }
+
+    /// Commits whatever is pending in every table (used at shutdown).
+    ///
+    /// # Errors
+    /// Paimon errors.
+    pub async fn commit_all(&mut self) -> Result<u64, EngineError> {
+        let mut commits = 0;
+        for (_, s) in &mut self.sinks {
+            if s.commit().await?.is_some() {
+                commits += 1;
+            }
+        }
+        Ok(commits)
+    }
+
+    /// Writes the status file: each table's snapshot, checked-through offset and lag.
+    ///
+    /// # Errors
+    /// Record or I/O errors.
+    pub fn write_status(&self, layout: &Layout, record: &Record) -> Result<(), EngineError> {
+        let now = chrono::Utc::now().timestamp_millis();
+        let next = record.next_offset();
+        let mut status = Status {
+            written_at_ms: now,
+            pid: std::process::id(),
+            record_next_offset: next,
+            ..Default::default()
+        };
+        for (_, s) in &self.sinks {
+            let lag_ms = crate::read::lag_ms(record, s.committed, now)?;
+            status.tables.insert(
+                s.name.clone(),
+                TableProgress {
+                    snapshot_id: s.snapshot_id,
+                    through: s.committed,
+                    lag_ms,
+                },
+            );
+        }
+        status.store(layout)
+    }
+}

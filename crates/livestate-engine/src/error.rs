@@ -1,0 +1,94 @@
+use std::path::PathBuf;
+
+use livestate_record::RecordError;
+use livestate_spec::{EventError, SpecError};
+
+/// One rejected input line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineError {
+    /// 1-based line number in the input.
+    pub line: usize,
+    pub id: Option<String>,
+    pub error: EventError,
+}
+
+impl std::fmt::Display for LineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.id {
+            Some(id) => write!(f, "line {} (id `{id}`): {}", self.line, self.error),
+            None => write!(f, "line {}: {}", self.line, self.error),
+        }
+    }
+}
+
+/// Errors of the state-table engine.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// A Paimon operation on a table failed.
+    #[error("paimon table {table}: {what}: {source}")]
+    Paimon {
+        table: String,
+        what: &'static str,
+        #[source]
+        source: paimon::Error,
+    },
+    /// Building or decoding Arrow data failed.
+    #[error("table {table}: arrow data: {message}")]
+    Arrow { table: String, message: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another process owns the directory's writes.
+    #[error(
+        "{dir} is in use by another livestate process ({holder}); stop it or wait for it to finish"
+    )]
+    Locked { dir: PathBuf, holder: String },
+    #[error("{dir} is not a livestate directory (run `livestate init --dir {dir}` first)")]
+    NotInitialized { dir: PathBuf },
+    #[error("{dir} is already initialised; choose another --dir or remove it")]
+    AlreadyInitialized { dir: PathBuf },
+    #[error("unknown table `{name}` (tables: {})", .known.join(", "))]
+    UnknownTable { name: String, known: Vec<String> },
+    /// Some input lines were invalid; nothing of the batch was appended.
+    #[error("{} invalid event(s), nothing was appended:\n{}", .0.len(), .0.iter().map(|e| format!("  {e}")).collect::<Vec<_>>().join("\n"))]
+    InvalidEvents(Vec<LineError>),
+    /// A `--key` or similar argument does not fit the table.
+    #[error("table {table}: {message}")]
+    BadRequest { table: String, message: String },
+    /// A recorded event could not be derived. Derivation stops rather than skip it.
+    #[error("table {table}: event at offset {offset} cannot be derived: {message}")]
+    Derivation {
+        table: String,
+        offset: u64,
+        message: String,
+    },
+    /// The warehouse does not match the spec it was initialised with.
+    #[error("table {table}: {message}")]
+    Mismatch { table: String, message: String },
+}
+
+pub(crate) fn paimon_err<'a>(
+    table: &'a str,
+    what: &'static str,
+) -> impl FnOnce(paimon::Error) -> EngineError + 'a {
+    move |source| EngineError::Paimon {
+        table: table.to_string(),
+        what,
+        source,
+    }
+}
+
+pub(crate) fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
+    move |source| EngineError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}

@@ -1,0 +1,139 @@
+//! Where things live inside a livestate directory, the write lock, and the status file.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use fs4::fs_std::FileExt;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{io_err, EngineError};
+
+/// The paths of one livestate directory `D`:
+///
+/// ```text
+/// D/livestate.lock   exclusive lock held by the one process that writes
+/// D/spec/            the company spec the directory was initialised with (*.toml)
+/// D/record/          the record (embedded store, see docs/formats/record.md)
+/// D/warehouse/       the Paimon warehouse: state.db/<table>, record.db/events
+/// D/status.json      progress and lag last reported by the writing process
+/// ```
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub dir: PathBuf,
+}
+
+impl Layout {
+    /// # Errors
+    /// [`EngineError::Io`] when the directory cannot be made absolute.
+    pub fn new(dir: &Path) -> Result<Layout, EngineError> {
+        let dir = if dir.is_absolute() {
+            dir.to_path_buf()
+        } else {
+            std::env::current_dir().map_err(io_err(dir))?.join(dir)
+        };
+        Ok(Layout { dir })
+    }
+    pub fn lock_file(&self) -> PathBuf {
+        self.dir.join("livestate.lock")
+    }
+    pub fn spec_dir(&self) -> PathBuf {
+        self.dir.join("spec")
+    }
+    pub fn record_dir(&self) -> PathBuf {
+        self.dir.join("record")
+    }
+    pub fn warehouse_dir(&self) -> PathBuf {
+        self.dir.join("warehouse")
+    }
+    pub fn status_file(&self) -> PathBuf {
+        self.dir.join("status.json")
+    }
+    pub fn is_initialized(&self) -> bool {
+        self.spec_dir().is_dir() && self.warehouse_dir().is_dir()
+    }
+}
+
+/// The exclusive write lock of a directory, released on drop (and by the OS if the process dies).
+#[derive(Debug)]
+pub struct WriteLock {
+    _file: File,
+}
+
+impl WriteLock {
+    /// Takes the lock or reports who holds it.
+    ///
+    /// # Errors
+    /// [`EngineError::Locked`] naming the holder's pid; [`EngineError::Io`] otherwise.
+    pub fn acquire(layout: &Layout) -> Result<WriteLock, EngineError> {
+        let path = layout.lock_file();
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        match FileExt::try_lock_exclusive(&file) {
+            Ok(true) => {}
+            Ok(false) => {
+                let holder = std::fs::read_to_string(&path).unwrap_or_default();
+                let holder = if holder.trim().is_empty() {
+                    "unknown pid".to_string()
+                } else {
+                    holder.trim().to_string()
+                };
+                return Err(EngineError::Locked {
+                    dir: layout.dir.clone(),
+                    holder,
+                });
+            }
+            Err(e) => return Err(EngineError::Io { path, source: e }),
+        }
+        file.set_len(0).map_err(io_err(&path))?;
+        write!(file, "pid {}", std::process::id()).map_err(io_err(&path))?;
+        Ok(WriteLock { _file: file })
+    }
+}
+
+/// What the writing process last reported: where each table stands against the record.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Status {
+    pub written_at_ms: i64,
+    pub pid: u32,
+    /// Offset the next event will get.
+    pub record_next_offset: u64,
+    pub tables: BTreeMap<String, TableProgress>,
+}
+
+/// A table's progress: the snapshot it last committed and how far the record has been checked.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct TableProgress {
+    pub snapshot_id: Option<i64>,
+    /// Every event below this offset is reflected by `snapshot_id` (events that change nothing in
+    /// this table need no commit, so this can run ahead of the snapshot's commit identifier).
+    pub through: u64,
+    /// Lag measured by the writer when it wrote the status, in milliseconds.
+    pub lag_ms: u64,
+}
+
+impl Status {
+    /// Reads the status file; `None` when it does not exist or cannot be parsed (it is advisory).
+    pub fn load(layout: &Layout) -> Option<Status> {
+        let text = std::fs::read(layout.status_file()).ok()?;
+        serde_json::from_slice(&text).ok()
+    }
+
+    /// Writes the status file atomically (temporary file + rename).
+    ///
+    /// # Errors
+    /// [`EngineError::Io`].
+    pub fn store(&self, layout: &Layout) -> Result<(), EngineError> {
+        let path = layout.status_file();
+        let tmp = path.with_extension("json.tmp");
+        let bytes = serde_json::to_vec_pretty(self).expect("status serialises");
+        std::fs::write(&tmp, bytes).map_err(io_err(&tmp))?;
+        std::fs::rename(&tmp, &path).map_err(io_err(&path))
+    }
+}

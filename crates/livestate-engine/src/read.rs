@@ -1,0 +1,435 @@
+//! Reads with receipts: rows of a state table (latest, at a snapshot or at a tag) and where the
+//! table stands against the record and its freshness budget.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures::TryStreamExt;
+use livestate_record::Record;
+use livestate_spec::expr::compare;
+use livestate_spec::freshness::format_duration;
+use livestate_spec::{CompanySpec, MergeEngine, TableSpec, Value};
+use paimon::catalog::Identifier;
+use paimon::spec::{Datum, Predicate, PredicateBuilder, Snapshot};
+use paimon::{Catalog, FileSystemCatalog, Table};
+use serde::Serialize;
+
+use crate::error::{paimon_err, EngineError};
+use crate::layout::Status;
+use crate::schema::STATE_DB;
+use crate::sink::latest_own_snapshot;
+
+/// Which version of a table to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum At {
+    Latest,
+    Snapshot(i64),
+    Tag(String),
+}
+
+/// What a read asks for.
+#[derive(Debug, Clone)]
+pub struct ReadRequest {
+    pub table: String,
+    /// `column = value` filters (values as text, parsed by the column's type).
+    pub keys: Vec<(String, String)>,
+    pub at: At,
+}
+
+/// Where a table stands: which snapshot was read, which record offset it reflects, and how
+/// stale it is against its freshness budget.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Receipt {
+    pub table: String,
+    pub snapshot_id: Option<i64>,
+    /// The snapshot reflects every recorded event with an offset below this.
+    pub offset: u64,
+    /// When the snapshot was committed (UTC).
+    pub committed_at: Option<String>,
+    /// How long the oldest unreflected event has waited (0 when caught up); `None` for reads
+    /// of a past snapshot or tag, where lag has no meaning.
+    pub lag_ms: Option<u64>,
+    pub budget: String,
+    pub within_budget: Option<bool>,
+    /// `record` when measured against the record itself; `status` when another process owns the
+    /// directory and the figure is the one it last reported.
+    pub measured_by: &'static str,
+}
+
+/// Rows read from a table, with the receipt of what was read.
+#[derive(Debug, Clone)]
+pub struct Rows {
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<Value>>,
+    pub receipt: Receipt,
+}
+
+impl Rows {
+    /// Each row as a JSON object (decimals as strings, timestamps as `YYYY-MM-DDTHH:MM:SS.mmm`).
+    pub fn json_rows(&self) -> Vec<serde_json::Value> {
+        self.rows
+            .iter()
+            .map(|r| {
+                serde_json::Value::Object(
+                    self.columns
+                        .iter()
+                        .cloned()
+                        .zip(r.iter().map(Value::to_json))
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+}
+
+/// A table's health for `livestate tables`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableInfo {
+    pub name: String,
+    pub merge_engine: String,
+    pub buckets: String,
+    pub receipt: Receipt,
+    pub data_files: usize,
+    pub total_rows_in_files: Option<i64>,
+}
+
+/// How lag is measured: against the record (when this process may open it) or from the status
+/// file the owning process writes.
+pub enum LagSource<'a> {
+    /// Measured against the record; the status file (if any) says how far tables were checked.
+    Record(&'a Record, Option<Status>),
+    Status(Option<Status>),
+}
+
+/// Milliseconds the event at `position` has waited, 0 when `position` is the record's head.
+///
+/// # Errors
+/// Record errors.
+pub fn lag_ms(record: &Record, position: u64, now_ms: i64) -> Result<u64, EngineError> {
+    Ok(match record.get(position)? {
+        None => 0,
+        Some(ev) => u64::try_from(now_ms - ev.recorded_at_ms).unwrap_or(0),
+    })
+}
+
+pub(crate) async fn get_table(
+    catalog: &FileSystemCatalog,
+    spec: &CompanySpec,
+    name: &str,
+) -> Result<(Table, TableSpec), EngineError> {
+    let Some(ts) = spec.table(name) else {
+        return Err(EngineError::UnknownTable {
+            name: name.into(),
+            known: spec.tables.keys().cloned().collect(),
+        });
+    };
+    let full = format!("{STATE_DB}.{name}");
+    let table = catalog
+        .get_table(&Identifier::new(STATE_DB, name))
+        .await
+        .map_err(paimon_err(&full, "open"))?;
+    Ok((table, ts.clone()))
+}
+
+fn committed_at(s: &Snapshot) -> String {
+    livestate_spec::types::format_timestamp(&livestate_spec::types::millis_to_timestamp(
+        s.time_millis() as i64,
+    ))
+}
+
+/// The receipt of a table's latest state.
+pub(crate) async fn latest_receipt(
+    table: &Table,
+    ts: &TableSpec,
+    lag: &LagSource<'_>,
+) -> Result<Receipt, EngineError> {
+    let full = format!("{STATE_DB}.{}", ts.name);
+    let snap = latest_own_snapshot(table)
+        .await
+        .map_err(paimon_err(&full, "read snapshot"))?;
+    let snapshot_id = snap.as_ref().map(Snapshot::id);
+    let mut offset = snap
+        .as_ref()
+        .map_or(0, |s| u64::try_from(s.commit_identifier()).unwrap_or(0));
+    let now = chrono::Utc::now();
+    let (lag_ms, measured_by) = match lag {
+        LagSource::Record(record, status) => {
+            if let Some(p) = status.as_ref().and_then(|st| st.tables.get(&full)) {
+                if p.snapshot_id == snapshot_id {
+                    offset = offset.max(p.through);
+                }
+            }
+            (
+                Some(lag_ms(record, offset, now.timestamp_millis())?),
+                "record",
+            )
+        }
+        LagSource::Status(status) => {
+            let p = status.as_ref().and_then(|st| st.tables.get(&full));
+            match p {
+                Some(p) if p.snapshot_id == snapshot_id => {
+                    offset = offset.max(p.through);
+                    (Some(p.lag_ms), "status")
+                }
+                _ => (None, "status"),
+            }
+        }
+    };
+    let allowed = ts.freshness.allowed_lag(now);
+    Ok(Receipt {
+        table: ts.name.clone(),
+        snapshot_id,
+        offset,
+        committed_at: snap.as_ref().map(committed_at),
+        lag_ms,
+        budget: ts.freshness.to_string(),
+        within_budget: lag_ms.map(|l| Duration::from_millis(l) <= allowed),
+        measured_by,
+    })
+}
+
+fn parse_filter(ts: &TableSpec, col: &str, text: &str) -> Result<(usize, Value), EngineError> {
+    let bad = |message: String| EngineError::BadRequest {
+        table: ts.name.clone(),
+        message,
+    };
+    let Some(idx) = ts.columns.get_index_of(col) else {
+        return Err(bad(format!(
+            "no column `{col}` (columns: {})",
+            ts.columns.keys().cloned().collect::<Vec<_>>().join(", ")
+        )));
+    };
+    let ty = ts.columns[idx];
+    let json = serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .filter(|j| !j.is_string() && !j.is_null())
+        .unwrap_or_else(|| serde_json::Value::String(text.to_string()));
+    let v = Value::from_json(&json, ty)
+        .or_else(|_| Value::from_json(&serde_json::Value::String(text.into()), ty))
+        .map_err(|e| bad(format!("`{col}={text}`: {e}")))?;
+    Ok((idx, v))
+}
+
+fn datum(v: &Value) -> Option<Datum> {
+    Some(match v {
+        Value::Null => return None,
+        Value::String(s) => Datum::String(s.clone()),
+        Value::Int(i) => Datum::Long(*i),
+        Value::Bool(b) => Datum::Bool(*b),
+        Value::Decimal(d) => Datum::Decimal {
+            unscaled: d.mantissa(),
+            precision: 38,
+            scale: d.scale(),
+        },
+        Value::Timestamp(t) => Datum::Timestamp {
+            millis: t.timestamp_millis(),
+            nanos: 0,
+        },
+    })
+}
+
+/// Reads `req` from the warehouse.
+///
+/// # Errors
+/// [`EngineError::UnknownTable`], [`EngineError::BadRequest`] for filters that do not fit, Paimon
+/// errors (an unknown snapshot or tag among them).
+pub async fn read(
+    catalog: &FileSystemCatalog,
+    spec: &CompanySpec,
+    req: &ReadRequest,
+    lag: &LagSource<'_>,
+) -> Result<Rows, EngineError> {
+    let (table, ts) = get_table(catalog, spec, &req.table).await?;
+    let full = format!("{STATE_DB}.{}", ts.name);
+    let filters: Vec<(usize, Value)> = req
+        .keys
+        .iter()
+        .map(|(c, v)| parse_filter(&ts, c, v))
+        .collect::<Result<_, _>>()?;
+    let (table, receipt) = match &req.at {
+        At::Latest => {
+            let r = latest_receipt(&table, &ts, lag).await?;
+            (table, r)
+        }
+        at => {
+            let (key, value) = match at {
+                At::Snapshot(id) => (paimon::spec::SCAN_SNAPSHOT_ID_OPTION, id.to_string()),
+                At::Tag(t) => (paimon::spec::SCAN_TAG_NAME_OPTION, t.clone()),
+                At::Latest => unreachable!("handled above"),
+            };
+            let snap = match at {
+                At::Snapshot(id) => table
+                    .snapshot_manager()
+                    .get_snapshot(*id)
+                    .await
+                    .map_err(paimon_err(&full, "read snapshot"))?,
+                At::Tag(t) => table
+                    .tag_manager()
+                    .get(t)
+                    .await
+                    .map_err(paimon_err(&full, "read tag"))?
+                    .ok_or_else(|| EngineError::BadRequest {
+                        table: ts.name.clone(),
+                        message: format!("no tag `{t}`"),
+                    })?,
+                At::Latest => unreachable!("handled above"),
+            };
+            let tt = table
+                .copy_with_time_travel_strict(HashMap::from([(key.to_string(), value)]))
+                .await
+                .map_err(paimon_err(&full, "time travel"))?;
+            let receipt = Receipt {
+                table: ts.name.clone(),
+                snapshot_id: Some(snap.id()),
+                offset: u64::try_from(snap.commit_identifier()).unwrap_or(0),
+                committed_at: Some(committed_at(&snap)),
+                lag_ms: None,
+                budget: ts.freshness.to_string(),
+                within_budget: None,
+                measured_by: "snapshot",
+            };
+            (tt, receipt)
+        }
+    };
+    let mut rows = scan(&table, &ts, &filters).await?;
+    sort_by_key(&ts, &mut rows);
+    Ok(Rows {
+        columns: ts.columns.keys().cloned().collect(),
+        rows,
+        receipt,
+    })
+}
+
+async fn scan(
+    table: &Table,
+    ts: &TableSpec,
+    filters: &[(usize, Value)],
+) -> Result<Vec<Vec<Value>>, EngineError> {
+    let full = format!("{STATE_DB}.{}", ts.name);
+    if receipt_less_empty(table).await? {
+        return Ok(Vec::new());
+    }
+    let mut rb = table.new_read_builder();
+    if !filters.is_empty() {
+        let pb = PredicateBuilder::new(table.schema().fields());
+        let mut preds = Vec::new();
+        for (idx, v) in filters {
+            let col = ts
+                .columns
+                .get_index(*idx)
+                .expect("index from get_index_of")
+                .0;
+            let p = match datum(v) {
+                Some(d) => pb.equal(col, d),
+                None => pb.is_null(col),
+            };
+            preds.push(p.map_err(paimon_err(&full, "filter"))?);
+        }
+        rb.with_filter(Predicate::and(preds));
+    }
+    let mut scan = rb.new_scan();
+    if ts.merge_engine == MergeEngine::FirstRow {
+        // Paimon readers skip level-0 files of first-row tables; until compaction moves them up,
+        // the merged view of every file is the table's content.
+        scan = scan.with_scan_all_files();
+    }
+    let plan = scan.plan().await.map_err(paimon_err(&full, "plan scan"))?;
+    let stream = rb
+        .new_read()
+        .map_err(paimon_err(&full, "read"))?
+        .to_arrow(plan.splits())
+        .map_err(paimon_err(&full, "read"))?;
+    let batches: Vec<_> = stream
+        .try_collect()
+        .await
+        .map_err(paimon_err(&full, "read"))?;
+    let mut rows = Vec::new();
+    for b in &batches {
+        rows.extend(
+            crate::rows::from_batch(b).map_err(|message| EngineError::Arrow {
+                table: full.clone(),
+                message,
+            })?,
+        );
+    }
+    Ok(rows)
+}
+
+async fn receipt_less_empty(table: &Table) -> Result<bool, EngineError> {
+    let id = table
+        .snapshot_manager()
+        .get_latest_snapshot_id()
+        .await
+        .map_err(paimon_err("table", "read snapshot"))?;
+    Ok(id.is_none())
+}
+
+fn sort_by_key(ts: &TableSpec, rows: &mut [Vec<Value>]) {
+    let key_idx: Vec<usize> = ts
+        .primary_key
+        .iter()
+        .filter_map(|k| ts.columns.get_index_of(k))
+        .collect();
+    rows.sort_by(|a, b| {
+        for &i in &key_idx {
+            let o = compare(&a[i], &b[i]).unwrap_or(std::cmp::Ordering::Equal);
+            if o.is_ne() {
+                return o;
+            }
+        }
+        std::cmp::Ordering::Equal
+    });
+}
+
+/// Health of every state table.
+///
+/// # Errors
+/// Paimon errors.
+pub async fn tables(
+    catalog: &FileSystemCatalog,
+    spec: &CompanySpec,
+    lag: &LagSource<'_>,
+) -> Result<Vec<TableInfo>, EngineError> {
+    let mut out = Vec::new();
+    for ts in spec.tables.values() {
+        let (table, _) = get_table(catalog, spec, &ts.name).await?;
+        let receipt = latest_receipt(&table, ts, lag).await?;
+        let full = format!("{STATE_DB}.{}", ts.name);
+        let (files, total) = if receipt.snapshot_id.is_some() {
+            let rb = table.new_read_builder();
+            let plan = rb
+                .new_scan()
+                .with_scan_all_files()
+                .plan()
+                .await
+                .map_err(paimon_err(&full, "plan scan"))?;
+            let files = plan.splits().iter().map(|s| s.data_files().len()).sum();
+            let snap = table
+                .snapshot_manager()
+                .get_latest_snapshot()
+                .await
+                .map_err(paimon_err(&full, "read snapshot"))?;
+            (files, snap.and_then(|s| s.total_record_count()))
+        } else {
+            (0, None)
+        };
+        out.push(TableInfo {
+            name: ts.name.clone(),
+            merge_engine: ts.merge_engine.as_str().to_string(),
+            buckets: ts
+                .options
+                .get("bucket")
+                .cloned()
+                .unwrap_or_else(|| "1".into()),
+            receipt,
+            data_files: files,
+            total_rows_in_files: total,
+        });
+    }
+    Ok(out)
+}
+
+/// `1.2s`-style rendering of a lag.
+pub fn format_lag(ms: u64) -> String {
+    format_duration(Duration::from_millis(ms))
+}
