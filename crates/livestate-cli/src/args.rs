@@ -58,6 +58,9 @@ Re-sending an id returns its original offset and appends nothing.\n\nExample:\n 
         /// Catch every table up to the record's head, commit, and exit
         #[arg(long)]
         once: bool,
+        /// While catching up, commit every table after this many events
+        #[arg(long, default_value_t = livestate_engine::CATCH_UP_COMMIT_EVENTS, value_parser = clap::value_parser!(u64).range(1..))]
+        commit_every: u64,
     },
     /// Print a state table's rows with a receipt (snapshot, record offset, lag against budget).
     #[command(

@@ -25,7 +25,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
             skip_invalid,
             json,
         } => emit(&dir, &input, skip_invalid, json).await,
-        Command::Derive { dir, once } => derive(&dir, once).await,
+        Command::Derive { dir, once, commit_every } => derive(&dir, once, commit_every).await,
         Command::Read {
             dir,
             table,
@@ -130,18 +130,17 @@ fn progress_bar() -> ProgressBar {
     pb
 }
 
-async fn derive(dir: &Path, once: bool) -> anyhow::Result<()> {
+async fn derive(dir: &Path, once: bool, commit_every: u64) -> anyhow::Result<()> {
     let ls = Livestate::open(dir).await?;
     let mut derivers = ls.derivers().await?;
     let pb = progress_bar();
     let report = derivers
-        .catch_up(&ls.record, &ls.spec, &mut |p: Progress| {
+        .catch_up(&ls.record, &ls.spec, commit_every, &mut |p: Progress| {
             pb.set_length(p.total);
             pb.set_position(p.done);
         })
         .await?;
     pb.finish_and_clear();
-    derivers.write_status(&ls.layout, &ls.record)?;
     eprintln!(
         "derived {} event(s) into {} row(s), {} commit(s); every table reflects record offsets < {}",
         report.events, report.rows, report.commits, report.through
@@ -157,7 +156,7 @@ async fn derive(dir: &Path, once: bool) -> anyhow::Result<()> {
             _ = tokio::signal::ctrl_c() => break,
         };
         if last_status.elapsed() >= Duration::from_secs(1) {
-            derivers.write_status(&ls.layout, &ls.record)?;
+            derivers.write_status(&ls.record)?;
             last_status = Instant::now();
         }
         if step.events == 0 {
@@ -168,7 +167,7 @@ async fn derive(dir: &Path, once: bool) -> anyhow::Result<()> {
         }
     }
     let commits = derivers.commit_all().await?;
-    derivers.write_status(&ls.layout, &ls.record)?;
+    derivers.write_status(&ls.record)?;
     eprintln!("stopped after {commits} final commit(s)");
     Ok(())
 }
@@ -302,13 +301,12 @@ async fn demo(dir: &Path, seed: u64, items: usize) -> anyhow::Result<()> {
     let mut derivers = ls.derivers().await?;
     let pb = progress_bar();
     let d = derivers
-        .catch_up(&ls.record, &ls.spec, &mut |p: Progress| {
+        .catch_up(&ls.record, &ls.spec, livestate_engine::CATCH_UP_COMMIT_EVENTS, &mut |p: Progress| {
             pb.set_length(p.total);
             pb.set_position(p.done);
         })
         .await?;
     pb.finish_and_clear();
-    derivers.write_status(&ls.layout, &ls.record)?;
     println!(
         "derived {} event(s) into {} row(s) with {} Paimon commit(s)\n",
         d.events, d.rows, d.commits

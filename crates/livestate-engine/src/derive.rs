@@ -15,6 +15,9 @@ use crate::sink::TableSink;
 /// Events read from the record per step.
 const READ_CHUNK: usize = 4096;
 
+/// Default for how many events a catch-up applies between intermediate commits.
+pub const CATCH_UP_COMMIT_EVENTS: u64 = 50_000;
+
 /// How far a derivation pass got.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeriveReport {
@@ -38,6 +41,7 @@ pub struct Progress {
 /// The derivers of one directory: a sink per state table plus the archive, sharing one pass over
 /// the record. Each sink starts where its own last commit left off.
 pub struct Derivers {
+    layout: Layout,
     sinks: Vec<(Option<Freshness>, TableSink)>,
     last_nightly_commit: Vec<Option<chrono::DateTime<chrono::Utc>>>,
 }
@@ -46,20 +50,30 @@ impl Derivers {
     pub(crate) async fn open(
         catalog: &FileSystemCatalog,
         spec: &CompanySpec,
+        layout: &Layout,
     ) -> Result<Derivers, EngineError> {
         let mut sinks = Vec::new();
         for t in spec.tables.values() {
-            sinks.push((
-                Some(t.freshness),
-                TableSink::open(catalog, STATE_DB, &t.name, true).await?,
-            ));
+            let sink = TableSink::open(catalog, STATE_DB, &t.name, true).await?;
+            sinks.push((Some(t.freshness), sink));
         }
-        sinks.push((
-            None,
-            TableSink::open(catalog, RECORD_DB, ARCHIVE_TABLE, false).await?,
-        ));
+        let archive = TableSink::open(catalog, RECORD_DB, ARCHIVE_TABLE, false).await?;
+        sinks.push((None, archive));
+        // The status file may say a table was checked past its last snapshot (events that did not
+        // touch it). It is trusted only while that snapshot is still the table's latest.
+        if let Some(status) = Status::load(layout) {
+            for (_, s) in &mut sinks {
+                if let Some(p) = status.tables.get(&s.name) {
+                    if p.snapshot_id == s.snapshot_id && p.through > s.position {
+                        s.position = p.through;
+                        s.committed = p.through;
+                    }
+                }
+            }
+        }
         let n = sinks.len();
         Ok(Derivers {
+            layout: layout.clone(),
             sinks,
             last_nightly_commit: vec![None; n],
         })
@@ -80,11 +94,13 @@ impl Derivers {
         record: &Record,
         spec: &CompanySpec,
         head: u64,
+        max_events: u64,
     ) -> Result<(u64, u64), EngineError> {
         let from = self.position();
         if from >= head {
             return Ok((0, 0));
         }
+        let head = head.min(from.saturating_add(max_events));
         let events = record.read(from, READ_CHUNK.min((head - from) as usize))?;
         let mut rows = 0;
         for ev in &events {
@@ -142,7 +158,9 @@ impl Derivers {
         Ok(rows)
     }
 
-    /// Reads every event up to the record's current head, applies it, and commits every table.
+    /// Reads every event up to the record's current head, applies it, and commits every table
+    /// (also along the way, after every `commit_every` events, so a long catch-up that is
+    /// interrupted keeps most of its work).
     ///
     /// # Errors
     /// Record, Paimon or derivation errors; what was committed before the error stays committed
@@ -151,15 +169,18 @@ impl Derivers {
         &mut self,
         record: &Record,
         spec: &CompanySpec,
+        commit_every: u64,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<DeriveReport, EngineError> {
         let head = record.next_offset();
         let start = self.position();
         let mut report = DeriveReport::default();
+        let mut since_commit = 0;
         loop {
-            let (n, rows) = self.apply_chunk(record, spec, head).await?;
+            let (n, rows) = self.apply_chunk(record, spec, head, commit_every).await?;
             report.events += n;
             report.rows += rows;
+            since_commit += n;
             progress(Progress {
                 done: self.position().saturating_sub(start),
                 total: head.saturating_sub(start),
@@ -167,13 +188,14 @@ impl Derivers {
             if n == 0 {
                 break;
             }
-        }
-        for (_, s) in &mut self.sinks {
-            if s.commit().await?.is_some() {
-                report.commits += 1;
+            if since_commit >= commit_every {
+                report.commits += self.commit_all().await?;
+                since_commit = 0;
             }
         }
+        report.commits += self.commit_all().await?;
         report.through = self.position();
+        self.write_status(record)?;
         Ok(report)
     }
 
@@ -188,7 +210,7 @@ impl Derivers {
         spec: &CompanySpec,
     ) -> Result<DeriveReport, EngineError> {
         let head = record.next_offset();
-        let (events, rows) = self.apply_chunk(record, spec, head).await?;
+        let (events, rows) = self.apply_chunk(record, spec, head, u64::MAX).await?;
         let now = chrono::Utc::now();
         let mut commits = 0;
         for (i, (fresh, sink)) in self.sinks.iter_mut().enumerate() {
@@ -240,7 +262,8 @@ impl Derivers {
     ///
     /// # Errors
     /// Record or I/O errors.
-    pub fn write_status(&self, layout: &Layout, record: &Record) -> Result<(), EngineError> {
+    pub fn write_status(&self, record: &Record) -> Result<(), EngineError> {
+        let layout = &self.layout;
         let now = chrono::Utc::now().timestamp_millis();
         let next = record.next_offset();
         let mut status = Status {

@@ -23,7 +23,7 @@ use livestate_spec::{CompanySpec, Event};
 use paimon::catalog::Identifier;
 use paimon::{Catalog, CatalogOptions, FileSystemCatalog, Options};
 
-pub use derive::{DeriveReport, Derivers, Progress};
+pub use derive::{DeriveReport, Derivers, Progress, CATCH_UP_COMMIT_EVENTS};
 pub use error::{EngineError, LineError};
 pub use layout::{Layout, Status, TableProgress, WriteLock};
 pub use read::{At, LagSource, ReadRequest, Receipt, Rows, TableInfo};
@@ -229,7 +229,7 @@ impl Livestate {
     /// # Errors
     /// Paimon errors.
     pub async fn derivers(&self) -> Result<Derivers, EngineError> {
-        Derivers::open(&self.catalog, &self.spec).await
+        Derivers::open(&self.catalog, &self.spec, &self.layout).await
     }
 
     /// How this process measures lag: against its own record.

@@ -306,7 +306,8 @@ async fn scan(
     filters: &[(usize, Value)],
 ) -> Result<Vec<Vec<Value>>, EngineError> {
     let full = format!("{STATE_DB}.{}", ts.name);
-    if receipt_less_empty(table).await? {
+    let has_snapshot = table.snapshot_manager().get_latest_snapshot_id().await.map_err(paimon_err(&full, "read snapshot"))?;
+    if has_snapshot.is_none() {
         return Ok(Vec::new());
     }
     let mut rb = table.new_read_builder();
@@ -353,15 +354,6 @@ async fn scan(
         );
     }
     Ok(rows)
-}
-
-async fn receipt_less_empty(table: &Table) -> Result<bool, EngineError> {
-    let id = table
-        .snapshot_manager()
-        .get_latest_snapshot_id()
-        .await
-        .map_err(paimon_err("table", "read snapshot"))?;
-    Ok(id.is_none())
 }
 
 fn sort_by_key(ts: &TableSpec, rows: &mut [Vec<Value>]) {
@@ -432,4 +424,31 @@ pub async fn tables(
 /// `1.2s`-style rendering of a lag.
 pub fn format_lag(ms: u64) -> String {
     format_duration(Duration::from_millis(ms))
+}
+
+/// Every row of the `record.events` archive, in offset order (columns as in
+/// [`crate::schema::ARCHIVE_COLUMNS`]).
+///
+/// # Errors
+/// Paimon errors.
+pub async fn archive_rows(catalog: &FileSystemCatalog) -> Result<Vec<Vec<Value>>, EngineError> {
+    use crate::schema::{ARCHIVE_TABLE, RECORD_DB};
+    let full = format!("{RECORD_DB}.{ARCHIVE_TABLE}");
+    let table = catalog.get_table(&Identifier::new(RECORD_DB, ARCHIVE_TABLE)).await.map_err(paimon_err(&full, "open"))?;
+    if table.snapshot_manager().get_latest_snapshot_id().await.map_err(paimon_err(&full, "read snapshot"))?.is_none() {
+        return Ok(Vec::new());
+    }
+    let rb = table.new_read_builder();
+    let plan = rb.new_scan().plan().await.map_err(paimon_err(&full, "plan scan"))?;
+    let stream = rb.new_read().map_err(paimon_err(&full, "read"))?.to_arrow(plan.splits()).map_err(paimon_err(&full, "read"))?;
+    let batches: Vec<_> = stream.try_collect().await.map_err(paimon_err(&full, "read"))?;
+    let mut rows = Vec::new();
+    for b in &batches {
+        rows.extend(crate::rows::from_batch(b).map_err(|message| EngineError::Arrow { table: full.clone(), message })?);
+    }
+    rows.sort_by_key(|r| match r.first() {
+        Some(Value::Int(o)) => *o,
+        _ => i64::MAX,
+    });
+    Ok(rows)
 }

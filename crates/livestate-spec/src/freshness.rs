@@ -72,10 +72,6 @@ pub fn format_duration(d: Duration) -> String {
         format!("{}m", ms / 60_000)
     } else if ms < 60_000 && ms % 1000 == 0 {
         format!("{}s", ms / 1000)
-    } else if ms % 3_600_000 == 0 {
-        format!("{}h", ms / 3_600_000)
-    } else if ms % 60_000 == 0 {
-        format!("{}m", ms / 60_000)
     } else if ms < 60_000 {
         format!("{:.1}s", d.as_secs_f64())
     } else {

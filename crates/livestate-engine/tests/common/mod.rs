@@ -1,0 +1,42 @@
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use livestate_engine::{At, Livestate, ReadRequest, CATCH_UP_COMMIT_EVENTS};
+use serde_json::{json, Value};
+
+pub fn example_spec() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/company"))
+}
+
+pub async fn fresh() -> (tempfile::TempDir, Livestate) {
+    let dir = tempfile::tempdir().unwrap();
+    let ls = Livestate::init(&dir.path().join("d"), &example_spec()).await.unwrap();
+    (dir, ls)
+}
+
+/// One event line; `n` makes the id and a second-resolution timestamp.
+pub fn line(n: u32, ty: &str, data: Value) -> String {
+    json!({
+        "id": format!("t-{n}"),
+        "type": ty,
+        "occurred_at": format!("2026-03-02T08:{:02}:{:02}Z", n / 60 % 60, n % 60),
+        "data": data,
+    })
+    .to_string()
+}
+
+pub async fn derive(ls: &Livestate) -> livestate_engine::DeriveReport {
+    let mut d = ls.derivers().await.unwrap();
+    d.catch_up(&ls.record, &ls.spec, CATCH_UP_COMMIT_EVENTS, &mut |_| {}).await.unwrap()
+}
+
+/// Rows of `table` as JSON objects, filtered by `keys`.
+pub async fn rows(ls: &Livestate, table: &str, keys: &[(&str, &str)]) -> Vec<Value> {
+    let req = ReadRequest {
+        table: table.into(),
+        keys: keys.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        at: At::Latest,
+    };
+    livestate_engine::read::read(&ls.catalog, &ls.spec, &req, &ls.lag_source()).await.unwrap().json_rows()
+}
