@@ -93,9 +93,7 @@ Re-sending an id returns its original offset and appends nothing.\n\nExample:\n 
         json: bool,
     },
     /// Run the example company: init, generated events from three modules, derive, print state.
-    #[command(
-        after_help = "Example:\n  livestate demo\n  livestate demo --dir /tmp/acme --seed 42"
-    )]
+    #[command(after_help = "Example:\n  livestate demo\n  livestate demo --dir /tmp/acme --seed 42")]
     Demo {
         #[arg(long, default_value = "./livestate-demo")]
         dir: PathBuf,

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use livestate_engine::{
-    load_spec, open_catalog, read, At, EngineError, LagSource, Layout, Livestate, Progress,
-    ReadRequest, Status,
+    load_spec, open_catalog, read, At, EngineError, LagSource, Layout, Livestate, Progress, ReadRequest,
+    Status,
 };
 use livestate_spec::CompanySpec;
 use paimon::FileSystemCatalog;
@@ -19,21 +19,9 @@ use crate::render;
 pub async fn run(cmd: Command) -> anyhow::Result<()> {
     match cmd {
         Command::Init { dir, spec } => init(&dir, spec.as_deref()).await,
-        Command::Emit {
-            dir,
-            input,
-            skip_invalid,
-            json,
-        } => emit(&dir, &input, skip_invalid, json).await,
+        Command::Emit { dir, input, skip_invalid, json } => emit(&dir, &input, skip_invalid, json).await,
         Command::Derive { dir, once, commit_every } => derive(&dir, once, commit_every).await,
-        Command::Read {
-            dir,
-            table,
-            keys,
-            snapshot,
-            tag,
-            json,
-        } => {
+        Command::Read { dir, table, keys, snapshot, tag, json } => {
             let at = match (snapshot, tag) {
                 (Some(s), _) => At::Snapshot(s),
                 (_, Some(t)) => At::Tag(t),
@@ -48,8 +36,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
 
 /// Writes the built-in example spec into a fresh temporary directory.
 fn example_spec_dir() -> anyhow::Result<tempfile::TempDir> {
-    let tmp =
-        tempfile::tempdir().context("creating a temporary directory for the built-in spec")?;
+    let tmp = tempfile::tempdir().context("creating a temporary directory for the built-in spec")?;
     for (name, text) in crate::EXAMPLE_SPEC {
         std::fs::write(tmp.path().join(name), text)?;
     }
@@ -70,12 +57,7 @@ async fn init(dir: &Path, spec: Option<&Path>) -> anyhow::Result<()> {
         "initialised {} with {} state tables ({}) and the record archive record.events",
         ls.layout.dir.display(),
         ls.spec.tables.len(),
-        ls.spec
-            .tables
-            .keys()
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(", ")
+        ls.spec.tables.keys().cloned().collect::<Vec<_>>().join(", ")
     );
     Ok(())
 }
@@ -83,9 +65,7 @@ async fn init(dir: &Path, spec: Option<&Path>) -> anyhow::Result<()> {
 async fn emit(dir: &Path, input: &str, skip_invalid: bool, json: bool) -> anyhow::Result<()> {
     let text = if input == "-" {
         let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .context("reading events from standard input")?;
+        std::io::stdin().read_to_string(&mut s).context("reading events from standard input")?;
         s
     } else {
         std::fs::read_to_string(input).with_context(|| format!("reading events from {input}"))?
@@ -98,10 +78,7 @@ async fn emit(dir: &Path, input: &str, skip_invalid: bool, json: bool) -> anyhow
     let new = report.appended.iter().filter(|(_, a)| !a.duplicate).count();
     for (line, a) in &report.appended {
         if json {
-            println!(
-                "{}",
-                serde_json::json!({"line": line, "offset": a.offset, "duplicate": a.duplicate})
-            );
+            println!("{}", serde_json::json!({"line": line, "offset": a.offset, "duplicate": a.duplicate}));
         } else if a.duplicate {
             println!("line {line}: offset {} (already recorded)", a.offset);
         } else {
@@ -121,11 +98,9 @@ async fn emit(dir: &Path, input: &str, skip_invalid: bool, json: bool) -> anyhow
 fn progress_bar() -> ProgressBar {
     let pb = ProgressBar::new(0);
     pb.set_style(
-        ProgressStyle::with_template(
-            "{spinner} deriving {pos}/{len} events [{bar:30}] {per_sec} eta {eta}",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
+        ProgressStyle::with_template("{spinner} deriving {pos}/{len} events [{bar:30}] {per_sec} eta {eta}")
+            .expect("valid template")
+            .progress_chars("=> "),
     );
     pb
 }
@@ -176,11 +151,7 @@ async fn derive(dir: &Path, once: bool, commit_every: u64) -> anyhow::Result<()>
 /// warehouse plus the status file the owner writes.
 enum ReadCtx {
     Owned(Box<Livestate>),
-    Shared {
-        spec: CompanySpec,
-        catalog: FileSystemCatalog,
-        status: Option<Status>,
-    },
+    Shared { spec: CompanySpec, catalog: FileSystemCatalog, status: Option<Status> },
 }
 
 impl ReadCtx {
@@ -202,11 +173,7 @@ impl ReadCtx {
     fn parts(&self) -> (&CompanySpec, &FileSystemCatalog, LagSource<'_>) {
         match self {
             ReadCtx::Owned(ls) => (&ls.spec, &ls.catalog, ls.lag_source()),
-            ReadCtx::Shared {
-                spec,
-                catalog,
-                status,
-            } => (spec, catalog, LagSource::Status(status.clone())),
+            ReadCtx::Shared { spec, catalog, status } => (spec, catalog, LagSource::Status(status.clone())),
         }
     }
 }
@@ -220,19 +187,14 @@ fn parse_keys(keys: Vec<String>) -> anyhow::Result<Vec<(String, String)>> {
         .collect()
 }
 
-async fn read_table(
-    dir: &Path,
-    table: String,
-    keys: Vec<String>,
-    at: At,
-    json: bool,
-) -> anyhow::Result<()> {
+async fn read_table(dir: &Path, table: String, keys: Vec<String>, at: At, json: bool) -> anyhow::Result<()> {
     let keys = parse_keys(keys)?;
     let ctx = ReadCtx::open(dir).await?;
     let (spec, catalog, lag) = ctx.parts();
     let rows = read::read(catalog, spec, &ReadRequest { table, keys, at }, &lag).await?;
     if json {
-        let out = serde_json::json!({"receipt": rows.receipt, "columns": rows.columns, "rows": rows.json_rows()});
+        let out =
+            serde_json::json!({"receipt": rows.receipt, "columns": rows.columns, "rows": rows.json_rows()});
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         print!("{}", render::rows_table(&rows));
@@ -269,21 +231,12 @@ async fn demo(dir: &Path, seed: u64, items: usize) -> anyhow::Result<()> {
         );
         ls
     };
-    let cfg = livestate_sim::SimConfig {
-        seed,
-        items,
-        ..Default::default()
-    };
+    let cfg = livestate_sim::SimConfig { seed, items, ..Default::default() };
     let events = livestate_sim::company_events(&cfg);
     let modules: std::collections::BTreeMap<String, usize> =
         events.iter().fold(Default::default(), |mut m, e| {
-            let module = e["type"]
-                .as_str()
-                .unwrap_or_default()
-                .split('.')
-                .next()
-                .unwrap_or_default()
-                .to_string();
+            let module =
+                e["type"].as_str().unwrap_or_default().split('.').next().unwrap_or_default().to_string();
             *m.entry(module).or_default() += 1;
             m
         });
@@ -292,11 +245,7 @@ async fn demo(dir: &Path, seed: u64, items: usize) -> anyhow::Result<()> {
     println!(
         "recorded {new} new event(s) ({} already recorded) from {}",
         report.appended.len() - new,
-        modules
-            .iter()
-            .map(|(m, n)| format!("{m}: {n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+        modules.iter().map(|(m, n)| format!("{m}: {n}")).collect::<Vec<_>>().join(", ")
     );
     let mut derivers = ls.derivers().await?;
     let pb = progress_bar();
@@ -307,10 +256,7 @@ async fn demo(dir: &Path, seed: u64, items: usize) -> anyhow::Result<()> {
         })
         .await?;
     pb.finish_and_clear();
-    println!(
-        "derived {} event(s) into {} row(s) with {} Paimon commit(s)\n",
-        d.events, d.rows, d.commits
-    );
+    println!("derived {} event(s) into {} row(s) with {} Paimon commit(s)\n", d.events, d.rows, d.commits);
     let lag = ls.lag_source();
     for (table, title, keys) in [
         ("stock", "Stock of part-0001 in every warehouse: on_hand from inventory, reserved from commerce, inbound and planning from procurement", vec![("item".to_string(), livestate_sim::item_name(0))]),
@@ -323,10 +269,7 @@ async fn demo(dir: &Path, seed: u64, items: usize) -> anyhow::Result<()> {
         println!("{}\n", render::receipt_line(&rows.receipt));
     }
     println!("All tables:");
-    print!(
-        "{}",
-        render::tables(&read::tables(&ls.catalog, &ls.spec, &lag).await?)
-    );
+    print!("{}", render::tables(&read::tables(&ls.catalog, &ls.spec, &lag).await?));
     let shown: PathBuf = layout.dir.clone();
     println!(
         "\nThe tables are Apache Paimon tables under {}/warehouse; any Paimon reader can open them.\nTry: livestate read --dir {} stock --key location=north",

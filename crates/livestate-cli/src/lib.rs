@@ -14,18 +14,9 @@ pub use args::{Cli, Command};
 
 /// The example company's spec, built into the binary so `init` and `demo` work anywhere.
 pub const EXAMPLE_SPEC: [(&str, &str); 3] = [
-    (
-        "events.toml",
-        include_str!("../../../examples/company/events.toml"),
-    ),
-    (
-        "tables.toml",
-        include_str!("../../../examples/company/tables.toml"),
-    ),
-    (
-        "mappings.toml",
-        include_str!("../../../examples/company/mappings.toml"),
-    ),
+    ("events.toml", include_str!("../../../examples/company/events.toml")),
+    ("tables.toml", include_str!("../../../examples/company/tables.toml")),
+    ("mappings.toml", include_str!("../../../examples/company/mappings.toml")),
 ];
 
 /// Parses `args` and runs the command.
@@ -34,24 +25,16 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            };
+            return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
         }
     };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LIVESTATE_LOG")
-                .unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_env("LIVESTATE_LOG").unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

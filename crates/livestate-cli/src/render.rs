@@ -8,17 +8,7 @@ pub fn rows_table(rows: &Rows) -> String {
     let cells: Vec<Vec<String>> = rows
         .rows
         .iter()
-        .map(|r| {
-            r.iter()
-                .map(|v| {
-                    if v.is_null() {
-                        "·".to_string()
-                    } else {
-                        v.to_string()
-                    }
-                })
-                .collect()
-        })
+        .map(|r| r.iter().map(|v| if v.is_null() { "·".to_string() } else { v.to_string() }).collect())
         .collect();
     grid(&rows.columns, &cells)
 }
@@ -46,9 +36,7 @@ pub fn grid(header: &[String], cells: &[Vec<String>]) -> String {
         s
     };
     let mut out = line(header);
-    out.push_str(&line(
-        &widths.iter().map(|w| "─".repeat(*w)).collect::<Vec<_>>(),
-    ));
+    out.push_str(&line(&widths.iter().map(|w| "─".repeat(*w)).collect::<Vec<_>>()));
     for r in cells {
         out.push_str(&line(r));
     }
@@ -57,41 +45,23 @@ pub fn grid(header: &[String], cells: &[Vec<String>]) -> String {
 
 /// One line describing a receipt.
 pub fn receipt_line(r: &Receipt) -> String {
-    let snap = r
-        .snapshot_id
-        .map_or("no snapshot yet".to_string(), |s| format!("snapshot {s}"));
+    let snap = r.snapshot_id.map_or("no snapshot yet".to_string(), |s| format!("snapshot {s}"));
     let lag = match (r.lag_ms, r.within_budget) {
         (Some(l), Some(true)) => format!("lag {} within budget {}", format_lag(l), r.budget),
         (Some(l), Some(false)) => format!("lag {} OVER budget {}", format_lag(l), r.budget),
         _ => format!("budget {}", r.budget),
     };
-    let committed = r
-        .committed_at
-        .as_deref()
-        .map(|c| format!(", committed {c}"))
-        .unwrap_or_default();
-    format!(
-        "receipt: {} {snap}, reflects record offsets < {}{committed}, {lag}",
-        r.table, r.offset
-    )
+    let committed = r.committed_at.as_deref().map(|c| format!(", committed {c}")).unwrap_or_default();
+    format!("receipt: {} {snap}, reflects record offsets < {}{committed}, {lag}", r.table, r.offset)
 }
 
 /// `livestate tables` as text.
 pub fn tables(infos: &[TableInfo]) -> String {
-    let header: Vec<String> = [
-        "table",
-        "merge engine",
-        "buckets",
-        "budget",
-        "snapshot",
-        "offset",
-        "lag",
-        "files",
-        "rows in files",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let header: Vec<String> =
+        ["table", "merge engine", "buckets", "budget", "snapshot", "offset", "lag", "files", "rows in files"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
     let cells: Vec<Vec<String>> = infos
         .iter()
         .map(|t| {

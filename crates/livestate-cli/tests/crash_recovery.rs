@@ -28,7 +28,8 @@ fn kill_9_mid_derivation_loses_and_doubles_nothing() {
     ok(livestate(&dir, &["init"]));
     let cfg = livestate_sim::SimConfig { items: 150, orders: 12_000, jobs: 400, ..Default::default() };
     let events = livestate_sim::company_events(&cfg);
-    let mut emit = livestate(&dir, &["emit", "-"]).stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
+    let mut emit =
+        livestate(&dir, &["emit", "-"]).stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
     emit.stdin.take().unwrap().write_all(livestate_sim::to_json_lines(&events).as_bytes()).unwrap();
     assert!(emit.wait().unwrap().success());
 
@@ -67,15 +68,24 @@ fn kill_9_mid_derivation_loses_and_doubles_nothing() {
         }
         child.wait().unwrap();
     }
-    assert!(kills_mid_run >= 2, "the deriver must have been killed mid-run at least twice, was {kills_mid_run}");
+    assert!(
+        kills_mid_run >= 2,
+        "the deriver must have been killed mid-run at least twice, was {kills_mid_run}"
+    );
     ok(livestate(&dir, &["derive", "--once"]));
 
-    let out: Value = serde_json::from_str(&ok(livestate(&dir, &["read", "reservations_total", "--json"]))).unwrap();
+    let out: Value =
+        serde_json::from_str(&ok(livestate(&dir, &["read", "reservations_total", "--json"]))).unwrap();
     let got: BTreeMap<String, (i64, i64)> = out["rows"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| (r["item"].as_str().unwrap().to_string(), (r["reserved_qty"].as_i64().unwrap(), r["open_lines"].as_i64().unwrap())))
+        .map(|r| {
+            (
+                r["item"].as_str().unwrap().to_string(),
+                (r["reserved_qty"].as_i64().unwrap(), r["open_lines"].as_i64().unwrap()),
+            )
+        })
         .collect();
     assert_eq!(got, model, "sums must equal the fold of the record: nothing lost, nothing applied twice");
     assert_eq!(out["receipt"]["offset"].as_u64().unwrap(), events.len() as u64);
@@ -91,6 +101,10 @@ fn kill_9_mid_derivation_loses_and_doubles_nothing() {
                 ref other => panic!("offset column holds {other:?}"),
             })
             .collect();
-        assert_eq!(offsets, (0..events.len() as i64).collect::<Vec<_>>(), "every event archived exactly once");
+        assert_eq!(
+            offsets,
+            (0..events.len() as i64).collect::<Vec<_>>(),
+            "every event archived exactly once"
+        );
     });
 }

@@ -72,20 +72,12 @@ impl Derivers {
             }
         }
         let n = sinks.len();
-        Ok(Derivers {
-            layout: layout.clone(),
-            sinks,
-            last_nightly_commit: vec![None; n],
-        })
+        Ok(Derivers { layout: layout.clone(), sinks, last_nightly_commit: vec![None; n] })
     }
 
     /// The lowest offset some sink still needs.
     pub fn position(&self) -> u64 {
-        self.sinks
-            .iter()
-            .map(|(_, s)| s.position)
-            .min()
-            .unwrap_or(0)
+        self.sinks.iter().map(|(_, s)| s.position).min().unwrap_or(0)
     }
 
     /// Applies up to one chunk of events from the record; returns how many were read.
@@ -121,28 +113,19 @@ impl Derivers {
             data: ev.data.clone(),
             causation: ev.causation.clone(),
         };
-        let derivation = |message: String| EngineError::Derivation {
-            table: "(all)".into(),
-            offset: ev.offset,
-            message,
-        };
+        let derivation =
+            |message: String| EngineError::Derivation { table: "(all)".into(), offset: ev.offset, message };
         let event = Event::check(envelope, spec).map_err(|e| derivation(e.to_string()))?;
-        let ops = event
-            .row_ops(spec, ev.offset)
-            .map_err(|e| derivation(e.to_string()))?;
+        let ops = event.row_ops(spec, ev.offset).map_err(|e| derivation(e.to_string()))?;
         let mut rows = 0;
         for (_, sink) in &mut self.sinks {
             if ev.offset < sink.position {
                 continue;
             }
-            let Some(table) = sink
-                .name
-                .strip_prefix(STATE_DB)
-                .and_then(|n| n.strip_prefix('.'))
-                .map(str::to_string)
+            let Some(table) =
+                sink.name.strip_prefix(STATE_DB).and_then(|n| n.strip_prefix('.')).map(str::to_string)
             else {
-                sink.push((RowKind::Insert, archive_row(ev)), ev.recorded_at_ms)
-                    .await?;
+                sink.push((RowKind::Insert, archive_row(ev)), ev.recorded_at_ms).await?;
                 rows += 1;
                 continue;
             };
@@ -204,20 +187,14 @@ impl Derivers {
     ///
     /// # Errors
     /// As [`Derivers::catch_up`].
-    pub async fn step(
-        &mut self,
-        record: &Record,
-        spec: &CompanySpec,
-    ) -> Result<DeriveReport, EngineError> {
+    pub async fn step(&mut self, record: &Record, spec: &CompanySpec) -> Result<DeriveReport, EngineError> {
         let head = record.next_offset();
         let (events, rows) = self.apply_chunk(record, spec, head, u64::MAX).await?;
         let now = chrono::Utc::now();
         let mut commits = 0;
         for (i, (fresh, sink)) in self.sinks.iter_mut().enumerate() {
             let due = match fresh {
-                None => sink
-                    .oldest_uncommitted_ms
-                    .is_some_and(|t| now.timestamp_millis() - t >= 1000),
+                None => sink.oldest_uncommitted_ms.is_some_and(|t| now.timestamp_millis() - t >= 1000),
                 Some(f @ Freshness::Within(_)) => {
                     let interval = f.commit_interval().unwrap_or(Duration::from_secs(1));
                     sink.oldest_uncommitted_ms
@@ -236,12 +213,7 @@ impl Derivers {
                 commits += 1;
             }
         }
-        Ok(DeriveReport {
-            events,
-            rows,
-            commits,
-            through: self.position(),
-        })
+        Ok(DeriveReport { events, rows, commits, through: self.position() })
     }
 
     /// Commits whatever is pending in every table (used at shutdown).
@@ -276,11 +248,7 @@ impl Derivers {
             let lag_ms = crate::read::lag_ms(record, s.committed, now)?;
             status.tables.insert(
                 s.name.clone(),
-                TableProgress {
-                    snapshot_id: s.snapshot_id,
-                    through: s.committed,
-                    lag_ms,
-                },
+                TableProgress { snapshot_id: s.snapshot_id, through: s.committed, lag_ms },
             );
         }
         status.store(layout)

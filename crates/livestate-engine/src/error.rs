@@ -47,9 +47,7 @@ pub enum EngineError {
         source: std::io::Error,
     },
     /// Another process owns the directory's writes.
-    #[error(
-        "{dir} is in use by another livestate process ({holder}); stop it or wait for it to finish"
-    )]
+    #[error("{dir} is in use by another livestate process ({holder}); stop it or wait for it to finish")]
     Locked { dir: PathBuf, holder: String },
     #[error("{dir} is not a livestate directory (run `livestate init --dir {dir}` first)")]
     NotInitialized { dir: PathBuf },
@@ -65,11 +63,7 @@ pub enum EngineError {
     BadRequest { table: String, message: String },
     /// A recorded event could not be derived. Derivation stops rather than skip it.
     #[error("table {table}: event at offset {offset} cannot be derived: {message}")]
-    Derivation {
-        table: String,
-        offset: u64,
-        message: String,
-    },
+    Derivation { table: String, offset: u64, message: String },
     /// The warehouse does not match the spec it was initialised with.
     #[error("table {table}: {message}")]
     Mismatch { table: String, message: String },
@@ -79,16 +73,9 @@ pub(crate) fn paimon_err<'a>(
     table: &'a str,
     what: &'static str,
 ) -> impl FnOnce(paimon::Error) -> EngineError + 'a {
-    move |source| EngineError::Paimon {
-        table: table.to_string(),
-        what,
-        source,
-    }
+    move |source| EngineError::Paimon { table: table.to_string(), what, source }
 }
 
 pub(crate) fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
-    move |source| EngineError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
+    move |source| EngineError::Io { path: path.to_path_buf(), source }
 }

@@ -84,10 +84,7 @@ impl WriteLock {
                 } else {
                     holder.trim().to_string()
                 };
-                return Err(EngineError::Locked {
-                    dir: layout.dir.clone(),
-                    holder,
-                });
+                return Err(EngineError::Locked { dir: layout.dir.clone(), holder });
             }
             Err(e) => return Err(EngineError::Io { path, source: e }),
         }

@@ -49,10 +49,7 @@ pub struct EmitReport {
 /// Paimon configuration errors.
 pub fn open_catalog(layout: &Layout) -> Result<FileSystemCatalog, EngineError> {
     let mut opts = Options::new();
-    opts.set(
-        CatalogOptions::WAREHOUSE,
-        layout.warehouse_dir().to_string_lossy().to_string(),
-    );
+    opts.set(CatalogOptions::WAREHOUSE, layout.warehouse_dir().to_string_lossy().to_string());
     FileSystemCatalog::new(opts).map_err(paimon_err("warehouse", "open catalog"))
 }
 
@@ -62,9 +59,7 @@ pub fn open_catalog(layout: &Layout) -> Result<FileSystemCatalog, EngineError> {
 /// [`EngineError::NotInitialized`] or the spec's own errors.
 pub fn load_spec(layout: &Layout) -> Result<CompanySpec, EngineError> {
     if !layout.is_initialized() {
-        return Err(EngineError::NotInitialized {
-            dir: layout.dir.clone(),
-        });
+        return Err(EngineError::NotInitialized { dir: layout.dir.clone() });
     }
     Ok(CompanySpec::load_dir(&layout.spec_dir())?)
 }
@@ -136,13 +131,7 @@ impl Livestate {
         let record = Record::open(&layout.record_dir())?;
         // The spec directory appears last: its presence marks a complete initialisation.
         std::fs::rename(&staging, layout.spec_dir()).map_err(io_err(&staging))?;
-        Ok(Livestate {
-            layout,
-            spec,
-            record,
-            catalog,
-            _lock: lock,
-        })
+        Ok(Livestate { layout, spec, record, catalog, _lock: lock })
     }
 
     /// Opens an initialised directory for writing, taking its lock.
@@ -158,13 +147,7 @@ impl Livestate {
         let spec = load_spec(&layout)?;
         let catalog = open_catalog(&layout)?;
         let record = Record::open(&layout.record_dir())?;
-        Ok(Livestate {
-            layout,
-            spec,
-            record,
-            catalog,
-            _lock: lock,
-        })
+        Ok(Livestate { layout, spec, record, catalog, _lock: lock })
     }
 
     /// Validates JSON-lines events and appends them durably.
@@ -189,27 +172,18 @@ impl Livestate {
                     let id = serde_json::from_str::<serde_json::Value>(line)
                         .ok()
                         .and_then(|v| v.get("id").and_then(|x| x.as_str()).map(str::to_string));
-                    bad.push(LineError {
-                        line: i + 1,
-                        id,
-                        error,
-                    });
+                    bad.push(LineError { line: i + 1, id, error });
                 }
             }
         }
         if !bad.is_empty() && !skip_invalid {
             return Err(EngineError::InvalidEvents(bad));
         }
-        let mut report = EmitReport {
-            skipped: bad,
-            ..Default::default()
-        };
+        let mut report = EmitReport { skipped: bad, ..Default::default() };
         for chunk in good.chunks(EMIT_CHUNK) {
             let events = chunk.iter().map(|(_, ev)| to_new_event(ev)).collect();
             let out = self.record.append(events)?;
-            report
-                .appended
-                .extend(chunk.iter().map(|(line, _)| *line).zip(out));
+            report.appended.extend(chunk.iter().map(|(line, _)| *line).zip(out));
         }
         Ok(report)
     }
@@ -219,9 +193,7 @@ impl Livestate {
     /// # Errors
     /// Record errors.
     pub fn append_events(&self, events: &[Event]) -> Result<Vec<Appended>, EngineError> {
-        Ok(self
-            .record
-            .append(events.iter().map(to_new_event).collect())?)
+        Ok(self.record.append(events.iter().map(to_new_event).collect())?)
     }
 
     /// Opens the derivers of every table, each positioned after its last commit.

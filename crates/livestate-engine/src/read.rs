@@ -71,11 +71,7 @@ impl Rows {
             .iter()
             .map(|r| {
                 serde_json::Value::Object(
-                    self.columns
-                        .iter()
-                        .cloned()
-                        .zip(r.iter().map(Value::to_json))
-                        .collect(),
+                    self.columns.iter().cloned().zip(r.iter().map(Value::to_json)).collect(),
                 )
             })
             .collect()
@@ -124,16 +120,14 @@ pub(crate) async fn get_table(
         });
     };
     let full = format!("{STATE_DB}.{name}");
-    let table = catalog
-        .get_table(&Identifier::new(STATE_DB, name))
-        .await
-        .map_err(paimon_err(&full, "open"))?;
+    let table =
+        catalog.get_table(&Identifier::new(STATE_DB, name)).await.map_err(paimon_err(&full, "open"))?;
     Ok((table, ts.clone()))
 }
 
 fn committed_at(s: &Snapshot) -> String {
     livestate_spec::types::format_timestamp(&livestate_spec::types::millis_to_timestamp(
-        s.time_millis() as i64,
+        s.time_millis() as i64
     ))
 }
 
@@ -144,13 +138,9 @@ pub(crate) async fn latest_receipt(
     lag: &LagSource<'_>,
 ) -> Result<Receipt, EngineError> {
     let full = format!("{STATE_DB}.{}", ts.name);
-    let snap = latest_own_snapshot(table)
-        .await
-        .map_err(paimon_err(&full, "read snapshot"))?;
+    let snap = latest_own_snapshot(table).await.map_err(paimon_err(&full, "read snapshot"))?;
     let snapshot_id = snap.as_ref().map(Snapshot::id);
-    let mut offset = snap
-        .as_ref()
-        .map_or(0, |s| u64::try_from(s.commit_identifier()).unwrap_or(0));
+    let mut offset = snap.as_ref().map_or(0, |s| u64::try_from(s.commit_identifier()).unwrap_or(0));
     let now = chrono::Utc::now();
     let (lag_ms, measured_by) = match lag {
         LagSource::Record(record, status) => {
@@ -159,10 +149,7 @@ pub(crate) async fn latest_receipt(
                     offset = offset.max(p.through);
                 }
             }
-            (
-                Some(lag_ms(record, offset, now.timestamp_millis())?),
-                "record",
-            )
+            (Some(lag_ms(record, offset, now.timestamp_millis())?), "record")
         }
         LagSource::Status(status) => {
             let p = status.as_ref().and_then(|st| st.tables.get(&full));
@@ -189,10 +176,7 @@ pub(crate) async fn latest_receipt(
 }
 
 fn parse_filter(ts: &TableSpec, col: &str, text: &str) -> Result<(usize, Value), EngineError> {
-    let bad = |message: String| EngineError::BadRequest {
-        table: ts.name.clone(),
-        message,
-    };
+    let bad = |message: String| EngineError::BadRequest { table: ts.name.clone(), message };
     let Some(idx) = ts.columns.get_index_of(col) else {
         return Err(bad(format!(
             "no column `{col}` (columns: {})",
@@ -216,15 +200,8 @@ fn datum(v: &Value) -> Option<Datum> {
         Value::String(s) => Datum::String(s.clone()),
         Value::Int(i) => Datum::Long(*i),
         Value::Bool(b) => Datum::Bool(*b),
-        Value::Decimal(d) => Datum::Decimal {
-            unscaled: d.mantissa(),
-            precision: 38,
-            scale: d.scale(),
-        },
-        Value::Timestamp(t) => Datum::Timestamp {
-            millis: t.timestamp_millis(),
-            nanos: 0,
-        },
+        Value::Decimal(d) => Datum::Decimal { unscaled: d.mantissa(), precision: 38, scale: d.scale() },
+        Value::Timestamp(t) => Datum::Timestamp { millis: t.timestamp_millis(), nanos: 0 },
     })
 }
 
@@ -241,11 +218,8 @@ pub async fn read(
 ) -> Result<Rows, EngineError> {
     let (table, ts) = get_table(catalog, spec, &req.table).await?;
     let full = format!("{STATE_DB}.{}", ts.name);
-    let filters: Vec<(usize, Value)> = req
-        .keys
-        .iter()
-        .map(|(c, v)| parse_filter(&ts, c, v))
-        .collect::<Result<_, _>>()?;
+    let filters: Vec<(usize, Value)> =
+        req.keys.iter().map(|(c, v)| parse_filter(&ts, c, v)).collect::<Result<_, _>>()?;
     let (table, receipt) = match &req.at {
         At::Latest => {
             let r = latest_receipt(&table, &ts, lag).await?;
@@ -263,15 +237,14 @@ pub async fn read(
                     .get_snapshot(*id)
                     .await
                     .map_err(paimon_err(&full, "read snapshot"))?,
-                At::Tag(t) => table
-                    .tag_manager()
-                    .get(t)
-                    .await
-                    .map_err(paimon_err(&full, "read tag"))?
-                    .ok_or_else(|| EngineError::BadRequest {
-                        table: ts.name.clone(),
-                        message: format!("no tag `{t}`"),
-                    })?,
+                At::Tag(t) => {
+                    table.tag_manager().get(t).await.map_err(paimon_err(&full, "read tag"))?.ok_or_else(
+                        || EngineError::BadRequest {
+                            table: ts.name.clone(),
+                            message: format!("no tag `{t}`"),
+                        },
+                    )?
+                }
                 At::Latest => unreachable!("handled above"),
             };
             let tt = table
@@ -293,11 +266,7 @@ pub async fn read(
     };
     let mut rows = scan(&table, &ts, &filters).await?;
     sort_by_key(&ts, &mut rows);
-    Ok(Rows {
-        columns: ts.columns.keys().cloned().collect(),
-        rows,
-        receipt,
-    })
+    Ok(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt })
 }
 
 async fn scan(
@@ -306,7 +275,11 @@ async fn scan(
     filters: &[(usize, Value)],
 ) -> Result<Vec<Vec<Value>>, EngineError> {
     let full = format!("{STATE_DB}.{}", ts.name);
-    let has_snapshot = table.snapshot_manager().get_latest_snapshot_id().await.map_err(paimon_err(&full, "read snapshot"))?;
+    let has_snapshot = table
+        .snapshot_manager()
+        .get_latest_snapshot_id()
+        .await
+        .map_err(paimon_err(&full, "read snapshot"))?;
     if has_snapshot.is_none() {
         return Ok(Vec::new());
     }
@@ -315,11 +288,7 @@ async fn scan(
         let pb = PredicateBuilder::new(table.schema().fields());
         let mut preds = Vec::new();
         for (idx, v) in filters {
-            let col = ts
-                .columns
-                .get_index(*idx)
-                .expect("index from get_index_of")
-                .0;
+            let col = ts.columns.get_index(*idx).expect("index from get_index_of").0;
             let p = match datum(v) {
                 Some(d) => pb.equal(col, d),
                 None => pb.is_null(col),
@@ -340,28 +309,19 @@ async fn scan(
         .map_err(paimon_err(&full, "read"))?
         .to_arrow(plan.splits())
         .map_err(paimon_err(&full, "read"))?;
-    let batches: Vec<_> = stream
-        .try_collect()
-        .await
-        .map_err(paimon_err(&full, "read"))?;
+    let batches: Vec<_> = stream.try_collect().await.map_err(paimon_err(&full, "read"))?;
     let mut rows = Vec::new();
     for b in &batches {
         rows.extend(
-            crate::rows::from_batch(b).map_err(|message| EngineError::Arrow {
-                table: full.clone(),
-                message,
-            })?,
+            crate::rows::from_batch(b)
+                .map_err(|message| EngineError::Arrow { table: full.clone(), message })?,
         );
     }
     Ok(rows)
 }
 
 fn sort_by_key(ts: &TableSpec, rows: &mut [Vec<Value>]) {
-    let key_idx: Vec<usize> = ts
-        .primary_key
-        .iter()
-        .filter_map(|k| ts.columns.get_index_of(k))
-        .collect();
+    let key_idx: Vec<usize> = ts.primary_key.iter().filter_map(|k| ts.columns.get_index_of(k)).collect();
     rows.sort_by(|a, b| {
         for &i in &key_idx {
             let o = compare(&a[i], &b[i]).unwrap_or(std::cmp::Ordering::Equal);
@@ -389,12 +349,8 @@ pub async fn tables(
         let full = format!("{STATE_DB}.{}", ts.name);
         let (files, total) = if receipt.snapshot_id.is_some() {
             let rb = table.new_read_builder();
-            let plan = rb
-                .new_scan()
-                .with_scan_all_files()
-                .plan()
-                .await
-                .map_err(paimon_err(&full, "plan scan"))?;
+            let plan =
+                rb.new_scan().with_scan_all_files().plan().await.map_err(paimon_err(&full, "plan scan"))?;
             let files = plan.splits().iter().map(|s| s.data_files().len()).sum();
             let snap = table
                 .snapshot_manager()
@@ -408,11 +364,7 @@ pub async fn tables(
         out.push(TableInfo {
             name: ts.name.clone(),
             merge_engine: ts.merge_engine.as_str().to_string(),
-            buckets: ts
-                .options
-                .get("bucket")
-                .cloned()
-                .unwrap_or_else(|| "1".into()),
+            buckets: ts.options.get("bucket").cloned().unwrap_or_else(|| "1".into()),
             receipt,
             data_files: files,
             total_rows_in_files: total,
@@ -434,17 +386,33 @@ pub fn format_lag(ms: u64) -> String {
 pub async fn archive_rows(catalog: &FileSystemCatalog) -> Result<Vec<Vec<Value>>, EngineError> {
     use crate::schema::{ARCHIVE_TABLE, RECORD_DB};
     let full = format!("{RECORD_DB}.{ARCHIVE_TABLE}");
-    let table = catalog.get_table(&Identifier::new(RECORD_DB, ARCHIVE_TABLE)).await.map_err(paimon_err(&full, "open"))?;
-    if table.snapshot_manager().get_latest_snapshot_id().await.map_err(paimon_err(&full, "read snapshot"))?.is_none() {
+    let table = catalog
+        .get_table(&Identifier::new(RECORD_DB, ARCHIVE_TABLE))
+        .await
+        .map_err(paimon_err(&full, "open"))?;
+    if table
+        .snapshot_manager()
+        .get_latest_snapshot_id()
+        .await
+        .map_err(paimon_err(&full, "read snapshot"))?
+        .is_none()
+    {
         return Ok(Vec::new());
     }
     let rb = table.new_read_builder();
     let plan = rb.new_scan().plan().await.map_err(paimon_err(&full, "plan scan"))?;
-    let stream = rb.new_read().map_err(paimon_err(&full, "read"))?.to_arrow(plan.splits()).map_err(paimon_err(&full, "read"))?;
+    let stream = rb
+        .new_read()
+        .map_err(paimon_err(&full, "read"))?
+        .to_arrow(plan.splits())
+        .map_err(paimon_err(&full, "read"))?;
     let batches: Vec<_> = stream.try_collect().await.map_err(paimon_err(&full, "read"))?;
     let mut rows = Vec::new();
     for b in &batches {
-        rows.extend(crate::rows::from_batch(b).map_err(|message| EngineError::Arrow { table: full.clone(), message })?);
+        rows.extend(
+            crate::rows::from_batch(b)
+                .map_err(|message| EngineError::Arrow { table: full.clone(), message })?,
+        );
     }
     rows.sort_by_key(|r| match r.first() {
         Some(Value::Int(o)) => *o,

@@ -3,13 +3,12 @@
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    BooleanBuilder, Decimal128Builder, Int64Builder, Int8Builder, StringBuilder,
-    TimestampMillisecondBuilder,
+    BooleanBuilder, Decimal128Builder, Int64Builder, Int8Builder, StringBuilder, TimestampMillisecondBuilder,
 };
 use arrow_array::{
-    Array, ArrayRef, BooleanArray, Decimal128Array, Int32Array, Int64Array, LargeStringArray,
-    RecordBatch, StringArray, StringViewArray, TimestampMicrosecondArray,
-    TimestampMillisecondArray, TimestampNanosecondArray, TimestampSecondArray,
+    Array, ArrayRef, BooleanArray, Decimal128Array, Int32Array, Int64Array, LargeStringArray, RecordBatch,
+    StringArray, StringViewArray, TimestampMicrosecondArray, TimestampMillisecondArray,
+    TimestampNanosecondArray, TimestampSecondArray,
 };
 use arrow_schema::{DataType as ArrowType, Field, Schema as ArrowSchema, TimeUnit};
 use livestate_spec::types::millis_to_timestamp;
@@ -37,17 +36,13 @@ pub fn write_schema(table: &paimon::Table, with_kind: bool) -> paimon::Result<Ar
 /// # Errors
 /// A message when a value does not fit its column's Arrow type.
 pub fn to_batch(schema: &Arc<ArrowSchema>, rows: &[KindRow]) -> Result<RecordBatch, String> {
-    let has_kind = schema
-        .fields()
-        .last()
-        .is_some_and(|f| f.name() == VALUE_KIND_FIELD_NAME);
+    let has_kind = schema.fields().last().is_some_and(|f| f.name() == VALUE_KIND_FIELD_NAME);
     let ncols = schema.fields().len() - usize::from(has_kind);
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
     for (c, field) in schema.fields().iter().take(ncols).enumerate() {
         let values = rows.iter().map(|(_, r)| &r[c]);
         columns.push(
-            build_column(field.data_type(), values)
-                .map_err(|e| format!("column `{}`: {e}", field.name()))?,
+            build_column(field.data_type(), values).map_err(|e| format!("column `{}`: {e}", field.name()))?,
         );
     }
     if has_kind {
@@ -64,10 +59,7 @@ fn mismatch(v: &Value, ty: &ArrowType) -> String {
     format!("value `{v}` does not fit arrow type {ty}")
 }
 
-fn build_column<'a>(
-    ty: &ArrowType,
-    values: impl Iterator<Item = &'a Value>,
-) -> Result<ArrayRef, String> {
+fn build_column<'a>(ty: &ArrowType, values: impl Iterator<Item = &'a Value>) -> Result<ArrayRef, String> {
     Ok(match ty {
         ArrowType::Utf8 => {
             let mut b = StringBuilder::new();
@@ -120,11 +112,7 @@ fn build_column<'a>(
                     other => return Err(mismatch(other, ty)),
                 }
             }
-            Arc::new(
-                b.finish()
-                    .with_precision_and_scale(*p, *s)
-                    .map_err(|e| e.to_string())?,
-            )
+            Arc::new(b.finish().with_precision_and_scale(*p, *s).map_err(|e| e.to_string())?)
         }
         ArrowType::Timestamp(TimeUnit::Millisecond, None) => {
             let mut b = TimestampMillisecondBuilder::new();
@@ -163,9 +151,7 @@ fn cell(col: &dyn Array, i: usize) -> Result<Value, String> {
     let any = col.as_any();
     macro_rules! get {
         ($t:ty) => {
-            any.downcast_ref::<$t>()
-                .expect("array type matches its data type")
-                .value(i)
+            any.downcast_ref::<$t>().expect("array type matches its data type").value(i)
         };
     }
     Ok(match col.data_type() {
@@ -176,8 +162,7 @@ fn cell(col: &dyn Array, i: usize) -> Result<Value, String> {
         ArrowType::Int32 => Value::Int(i64::from(get!(Int32Array))),
         ArrowType::Boolean => Value::Bool(get!(BooleanArray)),
         ArrowType::Decimal128(_, s) => Value::Decimal(
-            Decimal::try_from_i128_with_scale(get!(Decimal128Array), *s as u32)
-                .map_err(|e| e.to_string())?,
+            Decimal::try_from_i128_with_scale(get!(Decimal128Array), *s as u32).map_err(|e| e.to_string())?,
         ),
         ArrowType::Timestamp(unit, _) => {
             let ms = match unit {
@@ -189,9 +174,7 @@ fn cell(col: &dyn Array, i: usize) -> Result<Value, String> {
             Value::Timestamp(millis_to_timestamp(ms))
         }
         ArrowType::Int8 => Value::Int(i64::from(
-            any.downcast_ref::<arrow_array::Int8Array>()
-                .expect("array type matches its data type")
-                .value(i),
+            any.downcast_ref::<arrow_array::Int8Array>().expect("array type matches its data type").value(i),
         )),
         other => return Err(format!("livestate does not read arrow type {other}")),
     })

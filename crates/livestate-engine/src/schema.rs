@@ -3,9 +3,7 @@
 use livestate_record::RecordedEvent;
 use livestate_spec::types::{millis_to_timestamp, parse_timestamp};
 use livestate_spec::{TableSpec, Value, ValueType};
-use paimon::spec::{
-    BigIntType, BooleanType, DataType, DecimalType, Schema, TimestampType, VarCharType,
-};
+use paimon::spec::{BigIntType, BooleanType, DataType, DecimalType, Schema, TimestampType, VarCharType};
 
 /// Database holding the state tables.
 pub const STATE_DB: &str = "state";
@@ -71,9 +69,7 @@ pub fn archive_schema() -> paimon::Result<Schema> {
         b = b.column(name, paimon_type(ty)?);
     }
     b.partition_keys(["day"])
-        .comment(Some(
-            "Every event livestate recorded, in offset order (append-only).".into(),
-        ))
+        .comment(Some("Every event livestate recorded, in offset order (append-only).".into()))
         .build()
 }
 
@@ -85,13 +81,7 @@ pub fn archive_row(ev: &RecordedEvent) -> Vec<Value> {
         Value::Int(ev.offset as i64),
         Value::String(ev.id.clone()),
         Value::String(ev.event_type.clone()),
-        Value::String(
-            ev.event_type
-                .split('.')
-                .next()
-                .unwrap_or_default()
-                .to_string(),
-        ),
+        Value::String(ev.event_type.split('.').next().unwrap_or_default().to_string()),
         occurred,
         Value::Timestamp(recorded),
         ev.causation.clone().map_or(Value::Null, Value::String),

@@ -63,24 +63,14 @@ impl TableSink {
         with_kind: bool,
     ) -> Result<TableSink, EngineError> {
         let full = format!("{db}.{name}");
-        let table = catalog
-            .get_table(&Identifier::new(db, name))
-            .await
-            .map_err(paimon_err(&full, "open"))?;
-        let (committed, snapshot_id) = match latest_own_snapshot(&table)
-            .await
-            .map_err(paimon_err(&full, "find last commit"))?
-        {
-            Some(s) => (
-                u64::try_from(s.commit_identifier()).unwrap_or(0),
-                Some(s.id()),
-            ),
-            None => (0, None),
-        };
-        let wb = table
-            .new_write_builder()
-            .with_commit_user(COMMIT_USER)
-            .map_err(paimon_err(&full, "writer"))?;
+        let table = catalog.get_table(&Identifier::new(db, name)).await.map_err(paimon_err(&full, "open"))?;
+        let (committed, snapshot_id) =
+            match latest_own_snapshot(&table).await.map_err(paimon_err(&full, "find last commit"))? {
+                Some(s) => (u64::try_from(s.commit_identifier()).unwrap_or(0), Some(s.id())),
+                None => (0, None),
+            };
+        let wb =
+            table.new_write_builder().with_commit_user(COMMIT_USER).map_err(paimon_err(&full, "writer"))?;
         let write = wb.new_write().map_err(paimon_err(&full, "writer"))?;
         let commit = wb.new_commit();
         let schema = rows::write_schema(&table, with_kind).map_err(paimon_err(&full, "schema"))?;
@@ -112,15 +102,9 @@ impl TableSink {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let batch =
-            rows::to_batch(&self.schema, &self.pending).map_err(|message| EngineError::Arrow {
-                table: self.name.clone(),
-                message,
-            })?;
-        self.write
-            .write_arrow_batch(&batch)
-            .await
-            .map_err(paimon_err(&self.name, "write"))?;
+        let batch = rows::to_batch(&self.schema, &self.pending)
+            .map_err(|message| EngineError::Arrow { table: self.name.clone(), message })?;
+        self.write.write_arrow_batch(&batch).await.map_err(paimon_err(&self.name, "write"))?;
         self.pending.clear();
         self.dirty = true;
         Ok(())
@@ -134,11 +118,7 @@ impl TableSink {
             self.committed = self.position;
             return Ok(None);
         }
-        let messages = self
-            .write
-            .prepare_commit()
-            .await
-            .map_err(paimon_err(&self.name, "prepare commit"))?;
+        let messages = self.write.prepare_commit().await.map_err(paimon_err(&self.name, "prepare commit"))?;
         let identifier = i64::try_from(self.position).expect("record offsets fit i64");
         self.commit
             .commit_with_identifier(messages, identifier)

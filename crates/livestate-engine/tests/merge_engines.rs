@@ -50,8 +50,16 @@ async fn delete_through_a_mapping_removes_the_row() {
     derive(&ls).await;
     assert_eq!(rows(&ls, "open_orders", &[]).await.len(), 3);
     let gone = [
-        line(4, "commerce.order_shipped", json!({"order_id": "so-1", "line": 1, "item": "bolt", "location": "north", "qty": 3})),
-        line(5, "commerce.order_cancelled", json!({"order_id": "so-3", "line": 1, "item": "bolt", "location": "north", "qty": 3})),
+        line(
+            4,
+            "commerce.order_shipped",
+            json!({"order_id": "so-1", "line": 1, "item": "bolt", "location": "north", "qty": 3}),
+        ),
+        line(
+            5,
+            "commerce.order_cancelled",
+            json!({"order_id": "so-3", "line": 1, "item": "bolt", "location": "north", "qty": 3}),
+        ),
     ];
     ls.emit(&gone.join("\n"), false).unwrap();
     derive(&ls).await;
@@ -65,23 +73,43 @@ async fn delete_through_a_mapping_removes_the_row() {
 async fn aggregation_sums_and_first_row_keeps_the_first_event() {
     let (_d, ls) = fresh().await;
     let placed = |n: u32, order: &str, qty: i64, loc: &str| {
-        line(n, "commerce.order_placed", json!({"order_id": order, "line": 1, "customer": "c", "item": "gear", "location": loc, "qty": qty, "unit_price": "1.00"}))
+        line(
+            n,
+            "commerce.order_placed",
+            json!({"order_id": order, "line": 1, "customer": "c", "item": "gear", "location": loc, "qty": qty, "unit_price": "1.00"}),
+        )
     };
     ls.emit(&[placed(1, "a", 5, "east"), placed(2, "b", 7, "north")].join("\n"), false).unwrap();
     derive(&ls).await;
-    ls.emit(&line(3, "inventory.stock_counted", json!({"item": "gear", "location": "south", "on_hand": 1})), false).unwrap();
-    ls.emit(&line(4, "commerce.order_shipped", json!({"order_id": "a", "line": 1, "item": "gear", "location": "east", "qty": 5})), false).unwrap();
+    ls.emit(
+        &line(3, "inventory.stock_counted", json!({"item": "gear", "location": "south", "on_hand": 1})),
+        false,
+    )
+    .unwrap();
+    ls.emit(
+        &line(
+            4,
+            "commerce.order_shipped",
+            json!({"order_id": "a", "line": 1, "item": "gear", "location": "east", "qty": 5}),
+        ),
+        false,
+    )
+    .unwrap();
     ls.emit(&placed(5, "c", 2, "south"), false).unwrap();
     derive(&ls).await;
     let total = rows(&ls, "reservations_total", &[("item", "gear")]).await;
     assert_eq!(
         total,
-        vec![json!({"item": "gear", "reserved_qty": 9, "open_lines": 2, "last_order_at": "2026-03-02T08:00:05.000"})]
+        vec![
+            json!({"item": "gear", "reserved_qty": 9, "open_lines": 2, "last_order_at": "2026-03-02T08:00:05.000"})
+        ]
     );
     let first = rows(&ls, "item_first_seen", &[]).await;
     assert_eq!(
         first,
-        vec![json!({"item": "gear", "first_seen_at": "2026-03-02T08:00:01.000", "first_location": "east", "first_event": "t-1"})]
+        vec![
+            json!({"item": "gear", "first_seen_at": "2026-03-02T08:00:01.000", "first_location": "east", "first_event": "t-1"})
+        ]
     );
 }
 
@@ -110,15 +138,29 @@ async fn deriving_again_after_reopen_applies_nothing_twice() {
 #[tokio::test]
 async fn filter_by_key_and_time_travel_to_an_earlier_snapshot() {
     let (_d, ls) = fresh().await;
-    ls.emit(&line(1, "operations.job_status_changed", json!({"job_id": "j1", "status": "released"})), false).unwrap();
+    ls.emit(&line(1, "operations.job_status_changed", json!({"job_id": "j1", "status": "released"})), false)
+        .unwrap();
     derive(&ls).await;
-    ls.emit(&line(2, "operations.job_status_changed", json!({"job_id": "j1", "status": "blocked", "block_reason": "no material"})), false).unwrap();
-    ls.emit(&line(3, "operations.job_status_changed", json!({"job_id": "j2", "status": "released"})), false).unwrap();
+    ls.emit(
+        &line(
+            2,
+            "operations.job_status_changed",
+            json!({"job_id": "j1", "status": "blocked", "block_reason": "no material"}),
+        ),
+        false,
+    )
+    .unwrap();
+    ls.emit(&line(3, "operations.job_status_changed", json!({"job_id": "j2", "status": "released"})), false)
+        .unwrap();
     derive(&ls).await;
     let now = rows(&ls, "work_queue", &[("job_id", "j1")]).await;
     assert_eq!(now.len(), 1);
     assert_eq!(now[0]["status"], "blocked");
-    let req = livestate_engine::ReadRequest { table: "work_queue".into(), keys: vec![], at: livestate_engine::At::Snapshot(1) };
+    let req = livestate_engine::ReadRequest {
+        table: "work_queue".into(),
+        keys: vec![],
+        at: livestate_engine::At::Snapshot(1),
+    };
     let then = livestate_engine::read::read(&ls.catalog, &ls.spec, &req, &ls.lag_source()).await.unwrap();
     assert_eq!(then.rows.len(), 1);
     assert_eq!(then.json_rows()[0]["status"], "released");

@@ -76,7 +76,11 @@ async fn resent_id_is_idempotent_and_changed_content_is_refused() {
 async fn a_mapping_that_would_write_a_bad_value_rejects_the_event() {
     let (_d, ls) = fresh().await;
     // unit_price is decimal(12,2): three decimal places would have to be rounded.
-    let bad = line(1, "commerce.order_placed", json!({"order_id": "o", "line": 1, "customer": "c", "item": "i", "location": "l", "qty": 1, "unit_price": "1.005"}));
+    let bad = line(
+        1,
+        "commerce.order_placed",
+        json!({"order_id": "o", "line": 1, "customer": "c", "item": "i", "location": "l", "qty": 1, "unit_price": "1.005"}),
+    );
     let err = ls.emit(&bad, false).unwrap_err();
     assert!(err.to_string().contains("data.unit_price"), "{err}");
     assert_eq!(ls.record.next_offset(), 0);
@@ -122,9 +126,13 @@ columns = { item = "string", on_hand = "int" }
 fn bad_specs_are_reported_with_file_table_and_field() {
     let unknown_engine = GOOD_TABLE.to_string() + "options = { \"merge-engine\" = \"newest-wins\" }\n";
     let e = spec_error(&unknown_engine, "");
-    assert!(e.contains("tables.toml: tables.stock.options.\"merge-engine\": unknown merge engine `newest-wins`"), "{e}");
+    assert!(
+        e.contains("tables.toml: tables.stock.options.\"merge-engine\": unknown merge engine `newest-wins`"),
+        "{e}"
+    );
 
-    let missing_key = "[tables.stock]\nprimary_key = [\"sku\"]\nfreshness = \"5m\"\ncolumns = { item = \"string\" }\n";
+    let missing_key =
+        "[tables.stock]\nprimary_key = [\"sku\"]\nfreshness = \"5m\"\ncolumns = { item = \"string\" }\n";
     let e = spec_error(missing_key, "");
     assert!(e.contains("tables.stock.primary_key: key column `sku` is not among the columns"), "{e}");
 
@@ -142,7 +150,8 @@ fn bad_specs_are_reported_with_file_table_and_field() {
     let e = spec_error(&partial, "[[mappings]]\nevent = \"inventory.counted\"\ntable = \"stock\"\naction = \"delete\"\nset = { item = \"item\" }\n");
     assert!(e.contains("partial-update.remove-record-on-delete"), "{e}");
 
-    let agg = GOOD_TABLE.to_string() + "options = { \"merge-engine\" = \"aggregation\", \"fields.item.aggregate-function\" = \"sum\" }\n";
+    let agg = GOOD_TABLE.to_string()
+        + "options = { \"merge-engine\" = \"aggregation\", \"fields.item.aggregate-function\" = \"sum\" }\n";
     let e = spec_error(&agg, "");
     assert!(e.contains("`item` is a key column and cannot be aggregated"), "{e}");
 
@@ -153,7 +162,11 @@ fn bad_specs_are_reported_with_file_table_and_field() {
 #[tokio::test]
 async fn init_with_a_bad_spec_writes_nothing() {
     let spec = tempfile::tempdir().unwrap();
-    std::fs::write(spec.path().join("tables.toml"), "[tables.stock]\nprimary_key = []\nfreshness = \"soon\"\ncolumns = {}\n").unwrap();
+    std::fs::write(
+        spec.path().join("tables.toml"),
+        "[tables.stock]\nprimary_key = []\nfreshness = \"soon\"\ncolumns = {}\n",
+    )
+    .unwrap();
     let target = tempfile::tempdir().unwrap();
     let dir = target.path().join("d");
     let err = Livestate::init(&dir, spec.path()).await.err().expect("bad spec");

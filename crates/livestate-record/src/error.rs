@@ -24,9 +24,6 @@ pub enum RecordError {
 
 impl RecordError {
     pub(crate) fn store(path: &std::path::Path) -> impl FnOnce(fjall::Error) -> RecordError + '_ {
-        move |source| RecordError::Store {
-            path: path.to_path_buf(),
-            source,
-        }
+        move |source| RecordError::Store { path: path.to_path_buf(), source }
     }
 }

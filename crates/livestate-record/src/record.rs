@@ -72,12 +72,9 @@ impl Record {
     pub fn open(path: &Path) -> Result<Record, RecordError> {
         let err = RecordError::store(path);
         let db = Database::builder(path).open().map_err(err)?;
-        let events = db
-            .keyspace("events", KeyspaceCreateOptions::default)
-            .map_err(RecordError::store(path))?;
-        let ids = db
-            .keyspace("ids", KeyspaceCreateOptions::default)
-            .map_err(RecordError::store(path))?;
+        let events =
+            db.keyspace("events", KeyspaceCreateOptions::default).map_err(RecordError::store(path))?;
+        let ids = db.keyspace("ids", KeyspaceCreateOptions::default).map_err(RecordError::store(path))?;
         let (next_offset, last_recorded_ms) = match events.last_key_value() {
             None => (0, 0),
             Some(kv) => {
@@ -113,11 +110,7 @@ impl Record {
 
     /// The offset the next new event will get (= the number of events recorded).
     pub fn next_offset(&self) -> u64 {
-        self.inner
-            .state
-            .lock()
-            .expect("record state lock")
-            .next_offset
+        self.inner.state.lock().expect("record state lock").next_offset
     }
 
     /// Group-commit counters since open.
@@ -149,6 +142,14 @@ impl Record {
             if let Some(r) = st.results.remove(&ticket) {
                 return r;
             }
+            if let Some(p) = st.poisoned.clone() {
+                // An earlier group failed: refuse everything still queued, this request included.
+                for (t, _) in std::mem::take(&mut st.queue) {
+                    st.results.insert(t, Err(RecordError::Poisoned(p.clone())));
+                }
+                inner.done.notify_all();
+                continue;
+            }
             if !st.leader {
                 st.leader = true;
                 let group = std::mem::take(&mut st.queue);
@@ -171,8 +172,7 @@ impl Record {
                         tracing::error!(error = %msg, "record write failed; refusing further writes");
                         st.poisoned = Some(msg.clone());
                         for t in tickets {
-                            st.results
-                                .insert(t, Err(RecordError::Poisoned(msg.clone())));
+                            st.results.insert(t, Err(RecordError::Poisoned(msg.clone())));
                         }
                     }
                 }
@@ -207,11 +207,7 @@ impl Record {
     /// As [`Record::read`].
     pub fn get(&self, offset: u64) -> Result<Option<RecordedEvent>, RecordError> {
         let inner = &*self.inner;
-        match inner
-            .events
-            .get(offset_key(offset))
-            .map_err(RecordError::store(&inner.path))?
-        {
+        match inner.events.get(offset_key(offset)).map_err(RecordError::store(&inner.path))? {
             Some(v) => Ok(Some(RecordedEvent::decode(offset, &v)?)),
             None => Ok(None),
         }
@@ -223,10 +219,7 @@ impl Record {
     /// As [`Record::read`].
     pub fn offset_of(&self, id: &str) -> Result<Option<u64>, RecordError> {
         let inner = &*self.inner;
-        let v = inner
-            .ids
-            .get(id.as_bytes())
-            .map_err(RecordError::store(&inner.path))?;
+        let v = inner.ids.get(id.as_bytes()).map_err(RecordError::store(&inner.path))?;
         Ok(v.and_then(|v| decode_offset(&v)))
     }
 }
@@ -274,18 +267,10 @@ impl Inner {
             }
         }
         if wrote {
-            batch.commit().map_err(|e| {
-                fail(RecordError::Store {
-                    path: self.path.clone(),
-                    source: e,
-                })
-            })?;
-            self.db.persist(PersistMode::SyncAll).map_err(|e| {
-                fail(RecordError::Store {
-                    path: self.path.clone(),
-                    source: e,
-                })
-            })?;
+            batch.commit().map_err(|e| fail(RecordError::Store { path: self.path.clone(), source: e }))?;
+            self.db
+                .persist(PersistMode::SyncAll)
+                .map_err(|e| fail(RecordError::Store { path: self.path.clone(), source: e }))?;
         }
         Ok((results, next, now_ms))
     }
@@ -304,11 +289,7 @@ impl Inner {
             } else if let Some((o, e)) = in_group.get(&ev.id) {
                 Some((*o, e == ev))
             } else {
-                match self
-                    .ids
-                    .get(ev.id.as_bytes())
-                    .map_err(RecordError::store(&self.path))?
-                {
+                match self.ids.get(ev.id.as_bytes()).map_err(RecordError::store(&self.path))? {
                     Some(v) => {
                         let o = decode_offset(&v).ok_or_else(|| RecordError::Corrupt {
                             offset: 0,
@@ -328,22 +309,11 @@ impl Inner {
                 }
             };
             match prior {
-                Some((offset, true)) => out.push(Appended {
-                    offset,
-                    duplicate: true,
-                }),
-                Some((offset, false)) => {
-                    return Err(RecordError::IdConflict {
-                        id: ev.id.clone(),
-                        offset,
-                    })
-                }
+                Some((offset, true)) => out.push(Appended { offset, duplicate: true }),
+                Some((offset, false)) => return Err(RecordError::IdConflict { id: ev.id.clone(), offset }),
                 None => {
                     local.insert(&ev.id, (next, ev));
-                    out.push(Appended {
-                        offset: next,
-                        duplicate: false,
-                    });
+                    out.push(Appended { offset: next, duplicate: false });
                     next += 1;
                 }
             }

@@ -19,13 +19,8 @@ fn offsets_are_dense_and_survive_reopen() {
     let dir = tempfile::tempdir().unwrap();
     {
         let r = Record::open(dir.path()).unwrap();
-        let out = r
-            .append((0..5).map(|i| ev(&format!("e{i}"), i)).collect())
-            .unwrap();
-        assert_eq!(
-            out.iter().map(|a| a.offset).collect::<Vec<_>>(),
-            vec![0, 1, 2, 3, 4]
-        );
+        let out = r.append((0..5).map(|i| ev(&format!("e{i}"), i)).collect()).unwrap();
+        assert_eq!(out.iter().map(|a| a.offset).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
     }
     let r = Record::open(dir.path()).unwrap();
     assert_eq!(r.next_offset(), 5);
@@ -58,15 +53,8 @@ fn resent_id_with_different_content_fails_the_whole_request() {
     let r = Record::open(dir.path()).unwrap();
     r.append(vec![ev("a", 1)]).unwrap();
     let err = r.append(vec![ev("new", 9), ev("a", 2)]).unwrap_err();
-    assert!(
-        matches!(err, RecordError::IdConflict { ref id, offset: 0 } if id == "a"),
-        "{err}"
-    );
-    assert_eq!(
-        r.next_offset(),
-        1,
-        "nothing of the failed request may be appended"
-    );
+    assert!(matches!(err, RecordError::IdConflict { ref id, offset: 0 } if id == "a"), "{err}");
+    assert_eq!(r.next_offset(), 1, "nothing of the failed request may be appended");
     assert_eq!(r.offset_of("new").unwrap(), None);
 }
 
@@ -93,10 +81,7 @@ fn concurrent_appends_share_fsyncs_and_keep_offsets_dense() {
             })
         })
         .collect();
-    let mut offsets: Vec<u64> = threads
-        .into_iter()
-        .flat_map(|h| h.join().unwrap())
-        .collect();
+    let mut offsets: Vec<u64> = threads.into_iter().flat_map(|h| h.join().unwrap()).collect();
     offsets.sort_unstable();
     assert_eq!(offsets, (0..400).collect::<Vec<_>>());
     let stats = r.stats();

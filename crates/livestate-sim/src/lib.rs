@@ -81,11 +81,7 @@ pub fn item_name(i: usize) -> String {
 /// The company's events in the order the modules emit them, as JSON envelopes.
 pub fn company_events(cfg: &SimConfig) -> Vec<Value> {
     let mut rng = Rng(cfg.seed);
-    let mut s = Stream {
-        clock: cfg.start,
-        seq: 0,
-        out: Vec::new(),
-    };
+    let mut s = Stream { clock: cfg.start, seq: 0, out: Vec::new() };
     for (i, sup) in SUPPLIERS.iter().enumerate() {
         let level = ["low", "medium", "high"][(i + rng.below(3) as usize) % 3];
         s.emit(
@@ -96,10 +92,19 @@ pub fn company_events(cfg: &SimConfig) -> Vec<Value> {
     for i in 0..cfg.items {
         for loc in LOCATIONS {
             let rp = 20 + rng.below(30) as i64;
-            s.emit("procurement.planning_set", json!({"item": item_name(i), "location": loc, "reorder_point": rp, "target": rp * 3}));
-            s.emit("inventory.stock_counted", json!({"item": item_name(i), "location": loc, "on_hand": 10 + rng.below(120) as i64}));
+            s.emit(
+                "procurement.planning_set",
+                json!({"item": item_name(i), "location": loc, "reorder_point": rp, "target": rp * 3}),
+            );
+            s.emit(
+                "inventory.stock_counted",
+                json!({"item": item_name(i), "location": loc, "on_hand": 10 + rng.below(120) as i64}),
+            );
             if rng.below(3) == 0 {
-                s.emit("procurement.inbound_changed", json!({"item": item_name(i), "location": loc, "inbound": 10 * (1 + rng.below(6) as i64)}));
+                s.emit(
+                    "procurement.inbound_changed",
+                    json!({"item": item_name(i), "location": loc, "inbound": 10 * (1 + rng.below(6) as i64)}),
+                );
             }
         }
     }
@@ -117,27 +122,19 @@ pub fn company_events(cfg: &SimConfig) -> Vec<Value> {
         }));
         let r = reserved.entry((item.clone(), loc)).or_default();
         *r += qty;
-        s.emit(
-            "commerce.reservation_changed",
-            json!({"item": item, "location": loc, "reserved": *r}),
-        );
+        s.emit("commerce.reservation_changed", json!({"item": item, "location": loc, "reserved": *r}));
         open.push((order_id, 1, item, loc, qty));
         // Now and then an older order ships or is cancelled.
         if open.len() > 3 && rng.below(3) == 0 {
-            let (order_id, line, item, loc, qty) =
-                open.remove(rng.below(open.len() as u64) as usize);
-            let ty = if rng.below(4) == 0 {
-                "commerce.order_cancelled"
-            } else {
-                "commerce.order_shipped"
-            };
-            s.emit(ty, json!({"order_id": order_id, "line": line, "item": item, "location": loc, "qty": qty}));
+            let (order_id, line, item, loc, qty) = open.remove(rng.below(open.len() as u64) as usize);
+            let ty = if rng.below(4) == 0 { "commerce.order_cancelled" } else { "commerce.order_shipped" };
+            s.emit(
+                ty,
+                json!({"order_id": order_id, "line": line, "item": item, "location": loc, "qty": qty}),
+            );
             let r = reserved.entry((item.clone(), loc)).or_default();
             *r -= qty;
-            s.emit(
-                "commerce.reservation_changed",
-                json!({"item": item, "location": loc, "reserved": *r}),
-            );
+            s.emit("commerce.reservation_changed", json!({"item": item, "location": loc, "reserved": *r}));
         }
     }
     let machines = ["press-1", "press-2", "lathe-1", "mill-3"];

@@ -107,10 +107,7 @@ impl CompanySpec {
     /// [`SpecError::Io`] when a file cannot be read; [`SpecError::Invalid`] listing every problem
     /// (file, location, reason) when the spec is wrong.
     pub fn load_dir(dir: &Path) -> Result<CompanySpec, SpecError> {
-        let io = |source| SpecError::Io {
-            path: dir.to_path_buf(),
-            source,
-        };
+        let io = |source| SpecError::Io { path: dir.to_path_buf(), source };
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
             .map_err(io)?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -126,10 +123,8 @@ impl CompanySpec {
         }
         let mut sources = Vec::new();
         for f in files {
-            let text = std::fs::read_to_string(&f).map_err(|source| SpecError::Io {
-                path: f.clone(),
-                source,
-            })?;
+            let text =
+                std::fs::read_to_string(&f).map_err(|source| SpecError::Io { path: f.clone(), source })?;
             sources.push((f, text));
         }
         Self::from_sources(&sources)
@@ -144,11 +139,7 @@ impl CompanySpec {
         for (file, text) in sources {
             match toml::from_str::<RawFile>(text) {
                 Ok(raw) => b.add_file(file, raw),
-                Err(e) => b.problem(
-                    file,
-                    "(syntax)",
-                    e.message().to_string() + &span_hint(text, e.span()),
-                ),
+                Err(e) => b.problem(file, "(syntax)", e.message().to_string() + &span_hint(text, e.span())),
             }
         }
         b.finish()
@@ -166,13 +157,8 @@ impl CompanySpec {
 }
 
 fn span_hint(text: &str, span: Option<std::ops::Range<usize>>) -> String {
-    span.map(|s| {
-        format!(
-            " (line {})",
-            text[..s.start.min(text.len())].lines().count().max(1)
-        )
-    })
-    .unwrap_or_default()
+    span.map(|s| format!(" (line {})", text[..s.start.min(text.len())].lines().count().max(1)))
+        .unwrap_or_default()
 }
 
 #[derive(Deserialize)]
@@ -228,17 +214,12 @@ fn valid_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
         && s.chars().next().is_some_and(|c| c.is_ascii_lowercase())
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 impl Builder {
     fn problem(&mut self, file: &Path, at: impl Into<String>, message: impl Into<String>) {
-        self.problems.push(Problem {
-            file: file.to_path_buf(),
-            at: at.into(),
-            message: message.into(),
-        });
+        self.problems.push(Problem { file: file.to_path_buf(), at: at.into(), message: message.into() });
     }
 
     fn add_file(&mut self, file: &Path, raw: RawFile) {
@@ -271,11 +252,7 @@ impl Builder {
         let mut fields = IndexMap::new();
         for (f, ty) in raw.fields {
             if !valid_name(&f) {
-                self.problem(
-                    file,
-                    format!("{at}.fields.{f}"),
-                    "field names are lower_snake_case",
-                );
+                self.problem(file, format!("{at}.fields.{f}"), "field names are lower_snake_case");
                 continue;
             }
             let (ty, required) = match ty.strip_suffix('?') {
@@ -289,38 +266,24 @@ impl Builder {
                 Err(e) => self.problem(file, format!("{at}.fields.{f}"), e),
             }
         }
-        self.events.insert(
-            name.clone(),
-            EventType {
-                name,
-                module,
-                description: raw.description,
-                fields,
-            },
-        );
+        self.events.insert(name.clone(), EventType { name, module, description: raw.description, fields });
     }
 
     fn add_table(&mut self, file: &Path, name: String, raw: RawTable) {
         let at = format!("tables.{name}");
         if !valid_name(&name) {
-            return self.problem(
-                file,
-                at,
-                "table names are lower_snake_case, at most 64 characters",
-            );
+            return self.problem(file, at, "table names are lower_snake_case, at most 64 characters");
         }
-        if self.tables.contains_key(&name) {
+        if self.tables.contains_key(&name) || self.table_files.contains_key(&name) {
             return self.problem(file, at, "table declared twice");
         }
+        // Declared, even if wrong: mappings to it are not reported again as "unknown table".
+        self.table_files.insert(name.clone(), file.to_path_buf());
         let before = self.problems.len();
         let mut columns = IndexMap::new();
         for (c, ty) in &raw.columns {
             if !valid_name(c) {
-                self.problem(
-                    file,
-                    format!("{at}.columns.{c}"),
-                    "column names are lower_snake_case",
-                );
+                self.problem(file, format!("{at}.columns.{c}"), "column names are lower_snake_case");
             }
             match ty.parse::<ValueType>() {
                 Ok(t) => {
@@ -330,11 +293,7 @@ impl Builder {
             }
         }
         if raw.primary_key.is_empty() {
-            self.problem(
-                file,
-                format!("{at}.primary_key"),
-                "a state table needs a primary key",
-            );
+            self.problem(file, format!("{at}.primary_key"), "a state table needs a primary key");
         }
         let mut seen = HashSet::new();
         for k in &raw.primary_key {
@@ -346,11 +305,7 @@ impl Builder {
                 );
             }
             if !seen.insert(k) {
-                self.problem(
-                    file,
-                    format!("{at}.primary_key"),
-                    format!("key column `{k}` is listed twice"),
-                );
+                self.problem(file, format!("{at}.primary_key"), format!("key column `{k}` is listed twice"));
             }
         }
         let freshness = match raw.freshness.parse::<Freshness>() {
@@ -370,10 +325,7 @@ impl Builder {
                     self.problem(
                         file,
                         format!("{at}.options.\"{k}\""),
-                        format!(
-                            "option values are text, numbers or booleans, found {}",
-                            other.type_str()
-                        ),
+                        format!("option values are text, numbers or booleans, found {}", other.type_str()),
                     );
                     continue;
                 }
@@ -389,8 +341,7 @@ impl Builder {
                 None
             }
         };
-        opts.entry("merge-engine".into())
-            .or_insert_with(|| "deduplicate".into());
+        opts.entry("merge-engine".into()).or_insert_with(|| "deduplicate".into());
         opts.entry("bucket".into()).or_insert_with(|| "1".into());
         if self.problems.len() > before {
             return;
@@ -398,7 +349,6 @@ impl Builder {
         let (Some(freshness), Some(merge_engine)) = (freshness, merge_engine) else {
             return;
         };
-        self.table_files.insert(name.clone(), file.to_path_buf());
         self.tables.insert(
             name.clone(),
             TableSpec {
@@ -438,12 +388,11 @@ impl Builder {
             }
         };
         let resolve = |n: &str| -> Option<ValueType> {
-            event.fields.get(n).map(|f| f.ty).or_else(|| {
-                ENVELOPE_NAMES
-                    .iter()
-                    .find(|(e, _)| *e == n)
-                    .map(|(_, t)| *t)
-            })
+            event
+                .fields
+                .get(n)
+                .map(|f| f.ty)
+                .or_else(|| ENVELOPE_NAMES.iter().find(|(e, _)| *e == n).map(|(_, t)| *t))
         };
         let before = self.problems.len();
         let when = raw.when.as_ref().and_then(|w| {
@@ -467,11 +416,7 @@ impl Builder {
         for (col, src) in &raw.set {
             let cat = format!("{at}.set.{col}");
             let Some(col_ty) = table.columns.get(col) else {
-                self.problem(
-                    file,
-                    cat,
-                    format!("table `{}` has no column `{col}`", table.name),
-                );
+                self.problem(file, cat, format!("table `{}` has no column `{col}`", table.name));
                 continue;
             };
             if action == Action::Delete && !table.is_key(col) {
@@ -484,16 +429,12 @@ impl Builder {
                     self.problem(file, cat, "a key column cannot be set to null");
                 }
                 Ok((e, ExprType::Null)) => set.push((col.clone(), e)),
-                Ok((e, ExprType::Of(t)))
-                    if col_ty.accepts(t) || decimal_into_decimal(*col_ty, t) =>
-                {
+                Ok((e, ExprType::Of(t))) if col_ty.accepts(t) || decimal_into_decimal(*col_ty, t) => {
                     set.push((col.clone(), e))
                 }
-                Ok((_, ExprType::Of(t))) => self.problem(
-                    file,
-                    cat,
-                    format!("expression `{src}` is {t}, column `{col}` is {col_ty}"),
-                ),
+                Ok((_, ExprType::Of(t))) => {
+                    self.problem(file, cat, format!("expression `{src}` is {t}, column `{col}` is {col_ty}"))
+                }
                 Err(e) => self.problem(file, cat, e),
             }
         }
@@ -515,13 +456,7 @@ impl Builder {
             return None;
         }
         set.sort_by_key(|(c, _)| table.columns.get_index_of(c));
-        Some(Mapping {
-            event: raw.event,
-            table: raw.table,
-            action,
-            when,
-            set,
-        })
+        Some(Mapping { event: raw.event, table: raw.table, action, when, set })
     }
 
     fn finish(mut self) -> Result<CompanySpec, SpecError> {
@@ -542,19 +477,12 @@ impl Builder {
         if !self.problems.is_empty() {
             return Err(SpecError::Invalid(self.problems));
         }
-        Ok(CompanySpec {
-            events: self.events,
-            tables: self.tables,
-            mappings,
-        })
+        Ok(CompanySpec { events: self.events, tables: self.tables, mappings })
     }
 }
 
 /// Decimal expressions may feed decimal columns of any scale; the value is checked when it is
 /// computed (digits that would be lost are an error, never silently rounded).
 fn decimal_into_decimal(col: ValueType, t: ValueType) -> bool {
-    matches!(
-        (col, t),
-        (ValueType::Decimal { .. }, ValueType::Decimal { .. })
-    )
+    matches!((col, t), (ValueType::Decimal { .. }, ValueType::Decimal { .. }))
 }

@@ -42,9 +42,6 @@ pub struct EventError {
 
 impl EventError {
     pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        EventError {
-            field: field.into(),
-            reason: reason.into(),
-        }
+        EventError { field: field.into(), reason: reason.into() }
     }
 }

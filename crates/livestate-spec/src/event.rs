@@ -51,12 +51,8 @@ impl Event {
     /// An [`EventError`] naming the field (`id`, `type`, `data.qty`, ...) and the reason.
     pub fn parse_line(line: &str, spec: &CompanySpec) -> Result<Event, EventError> {
         let env: EventEnvelope = serde_json::from_str(line).map_err(|e| {
-            let field = e
-                .to_string()
-                .split('`')
-                .nth(1)
-                .map(str::to_string)
-                .unwrap_or_else(|| "(line)".into());
+            let field =
+                e.to_string().split('`').nth(1).map(str::to_string).unwrap_or_else(|| "(line)".into());
             EventError::new(field, format!("not a valid event envelope: {e}"))
         })?;
         Event::check(env, spec)
@@ -74,13 +70,9 @@ impl Event {
             ));
         }
         let Some(ty) = spec.events.get(&env.event_type) else {
-            return Err(EventError::new(
-                "type",
-                format!("unknown event type `{}`", env.event_type),
-            ));
+            return Err(EventError::new("type", format!("unknown event type `{}`", env.event_type)));
         };
-        let occurred_at =
-            parse_timestamp(&env.occurred_at).map_err(|e| EventError::new("occurred_at", e))?;
+        let occurred_at = parse_timestamp(&env.occurred_at).map_err(|e| EventError::new("occurred_at", e))?;
         if let Some(c) = &env.causation {
             if c.is_empty() || c.len() > MAX_ID_LEN || c.chars().any(char::is_control) {
                 return Err(EventError::new(
@@ -100,8 +92,9 @@ impl Event {
         let mut data = IndexMap::new();
         for (name, f) in &ty.fields {
             let v = match env.data.get(name) {
-                Some(j) => Value::from_json(j, f.ty)
-                    .map_err(|e| EventError::new(format!("data.{name}"), e))?,
+                Some(j) => {
+                    Value::from_json(j, f.ty).map_err(|e| EventError::new(format!("data.{name}"), e))?
+                }
                 None => Value::Null,
             };
             if f.required && v.is_null() {
@@ -112,13 +105,8 @@ impl Event {
             }
             data.insert(name.clone(), v);
         }
-        let event = Event {
-            id: env.id,
-            event_type: env.event_type,
-            occurred_at,
-            causation: env.causation,
-            data,
-        };
+        let event =
+            Event { id: env.id, event_type: env.event_type, occurred_at, causation: env.causation, data };
         event.row_ops(spec, 0)?;
         Ok(event)
     }
@@ -163,17 +151,10 @@ impl Event {
     /// # Errors
     /// An [`EventError`] naming the mapping when a key would be null or a value does not fit.
     pub fn row_ops(&self, spec: &CompanySpec, offset: u64) -> Result<Vec<RowOp>, EventError> {
-        spec.mappings_for(&self.event_type)
-            .filter_map(|m| self.apply(spec, m, offset).transpose())
-            .collect()
+        spec.mappings_for(&self.event_type).filter_map(|m| self.apply(spec, m, offset).transpose()).collect()
     }
 
-    fn apply(
-        &self,
-        spec: &CompanySpec,
-        m: &Mapping,
-        offset: u64,
-    ) -> Result<Option<RowOp>, EventError> {
+    fn apply(&self, spec: &CompanySpec, m: &Mapping, offset: u64) -> Result<Option<RowOp>, EventError> {
         let lookup = |n: &str| self.lookup(offset, n);
         let field = || format!("mapping to {}", m.table);
         if let Some(w) = &m.when {
@@ -181,32 +162,20 @@ impl Event {
                 return Ok(None);
             }
         }
-        let table = spec
-            .table(&m.table)
-            .expect("mapping tables are checked at spec load");
+        let table = spec.table(&m.table).expect("mapping tables are checked at spec load");
         let mut row = vec![Value::Null; table.columns.len()];
         for (col, expr) in &m.set {
-            let idx = table
-                .columns
-                .get_index_of(col)
-                .expect("mapping columns are checked at spec load");
+            let idx = table.columns.get_index_of(col).expect("mapping columns are checked at spec load");
             let ty = table.columns[idx];
             let v = expr
                 .eval(&lookup)
                 .and_then(|v| v.coerce(ty))
                 .map_err(|e| EventError::new(field(), format!("column `{col}`: {e}")))?;
             if v.is_null() && table.is_key(col) {
-                return Err(EventError::new(
-                    field(),
-                    format!("key column `{col}` would be null"),
-                ));
+                return Err(EventError::new(field(), format!("key column `{col}` would be null")));
             }
             row[idx] = v;
         }
-        Ok(Some(RowOp {
-            table: m.table.clone(),
-            action: m.action,
-            row,
-        }))
+        Ok(Some(RowOp { table: m.table.clone(), action: m.action, row }))
     }
 }

@@ -124,15 +124,10 @@ impl Expr {
     ///
     /// # Errors
     /// A message naming the unknown name or the operator whose operands do not fit.
-    pub fn type_check(
-        &self,
-        resolve: &dyn Fn(&str) -> Option<ValueType>,
-    ) -> Result<ExprType, String> {
+    pub fn type_check(&self, resolve: &dyn Fn(&str) -> Option<ValueType>) -> Result<ExprType, String> {
         match self {
             Expr::Literal(v) => Ok(v.value_type().map_or(ExprType::Null, ExprType::Of)),
-            Expr::Name(n) => resolve(n)
-                .map(ExprType::Of)
-                .ok_or_else(|| format!("unknown name `{n}`")),
+            Expr::Name(n) => resolve(n).map(ExprType::Of).ok_or_else(|| format!("unknown name `{n}`")),
             Expr::Neg(e) => match e.type_check(resolve)? {
                 ExprType::Of(t) if t.is_numeric() => Ok(ExprType::Of(t)),
                 ExprType::Null => Ok(ExprType::Null),
@@ -155,9 +150,7 @@ impl Expr {
                 let mismatch = || format!("`{op}` cannot combine {ta} and {tb}");
                 match op {
                     BinOp::And | BinOp::Or => {
-                        let ok = |t: ExprType| {
-                            matches!(t, ExprType::Null | ExprType::Of(ValueType::Bool))
-                        };
+                        let ok = |t: ExprType| matches!(t, ExprType::Null | ExprType::Of(ValueType::Bool));
                         if ok(ta) && ok(tb) {
                             Ok(ExprType::Of(ValueType::Bool))
                         } else {
@@ -176,10 +169,7 @@ impl Expr {
                         if !numeric(ta) || !numeric(tb) {
                             return Err(mismatch());
                         }
-                        let decimal = ValueType::Decimal {
-                            precision: 28,
-                            scale: 10,
-                        };
+                        let decimal = ValueType::Decimal { precision: 28, scale: 10 };
                         Ok(match (op, ta, tb) {
                             (BinOp::Div, _, _) => ExprType::Of(decimal),
                             (_, ExprType::Of(ValueType::Int), ExprType::Of(ValueType::Int)) => {
@@ -205,10 +195,7 @@ impl Expr {
             Expr::Name(n) => lookup(n).ok_or_else(|| format!("unknown name `{n}`")),
             Expr::Neg(e) => match e.eval(lookup)? {
                 Value::Null => Ok(Value::Null),
-                Value::Int(i) => i
-                    .checked_neg()
-                    .map(Value::Int)
-                    .ok_or_else(|| "integer overflow".into()),
+                Value::Int(i) => i.checked_neg().map(Value::Int).ok_or_else(|| "integer overflow".into()),
                 Value::Decimal(d) => Ok(Value::Decimal(-d)),
                 other => Err(format!("cannot negate {other}")),
             },
@@ -259,10 +246,7 @@ fn unify(a: ExprType, b: ExprType) -> Option<ExprType> {
         (ExprType::Null, t) | (t, ExprType::Null) => Some(t),
         (ExprType::Of(x), ExprType::Of(y)) if x == y => Some(a),
         (ExprType::Of(x), ExprType::Of(y)) if x.is_numeric() && y.is_numeric() => {
-            Some(ExprType::Of(ValueType::Decimal {
-                precision: 28,
-                scale: 10,
-            }))
+            Some(ExprType::Of(ValueType::Decimal { precision: 28, scale: 10 }))
         }
         _ => None,
     }
@@ -352,9 +336,7 @@ impl fmt::Display for Tok {
 }
 
 fn lex(src: &str) -> Result<Vec<(Tok, usize)>, String> {
-    const SYMS: [&str; 14] = [
-        "==", "!=", "<=", ">=", "<", ">", "+", "-", "*", "/", "(", ")", ",", "=",
-    ];
+    const SYMS: [&str; 14] = ["==", "!=", "<=", ">=", "<", ">", "+", "-", "*", "/", "(", ")", ",", "="];
     let chars: Vec<char> = src.chars().collect();
     let mut out = Vec::new();
     let mut i = 0;
@@ -375,9 +357,7 @@ fn lex(src: &str) -> Result<Vec<(Tok, usize)>, String> {
             loop {
                 match chars.get(i) {
                     None => {
-                        return Err(format!(
-                            "unterminated string starting at position {start} in `{src}`"
-                        ))
+                        return Err(format!("unterminated string starting at position {start} in `{src}`"))
                     }
                     Some('\'') if chars.get(i + 1) == Some(&'\'') => {
                         s.push('\'');
@@ -396,9 +376,7 @@ fn lex(src: &str) -> Result<Vec<(Tok, usize)>, String> {
             out.push((Tok::Str(s), start));
         } else if c.is_alphabetic() || c == '_' || c == '$' {
             let start = i;
-            while i < chars.len()
-                && (chars[i].is_alphanumeric() || matches!(chars[i], '_' | '.' | '$'))
-            {
+            while i < chars.len() && (chars[i].is_alphanumeric() || matches!(chars[i], '_' | '.' | '$')) {
                 i += 1;
             }
             out.push((Tok::Ident(chars[start..i].iter().collect()), start));
@@ -541,14 +519,10 @@ impl Parser {
                 "true" => Ok(Expr::Literal(Value::Bool(true))),
                 "false" => Ok(Expr::Literal(Value::Bool(false))),
                 "null" => Ok(Expr::Literal(Value::Null)),
-                "and" | "or" | "not" => {
-                    Err(format!("`{w}` at position {at} needs an operand before it"))
-                }
+                "and" | "or" | "not" => Err(format!("`{w}` at position {at} needs an operand before it")),
                 _ if self.eat_sym("(") => {
                     if w != "coalesce" {
-                        return Err(format!(
-                            "unknown function `{w}` at position {at} (only coalesce)"
-                        ));
+                        return Err(format!("unknown function `{w}` at position {at} (only coalesce)"));
                     }
                     let mut args = vec![self.or()?];
                     while self.eat_sym(",") {
@@ -605,13 +579,7 @@ mod tests {
 
     #[test]
     fn null_propagates_and_coalesce_recovers() {
-        assert_eq!(
-            Expr::parse("on_hand + inbound")
-                .unwrap()
-                .eval(&env)
-                .unwrap(),
-            Value::Null
-        );
+        assert_eq!(Expr::parse("on_hand + inbound").unwrap().eval(&env).unwrap(), Value::Null);
         let e = Expr::parse("on_hand - reserved + coalesce(inbound, 0) < 7").unwrap();
         assert!(e.holds(&env).unwrap());
         assert!(!Expr::parse("inbound > 0").unwrap().holds(&env).unwrap());
@@ -626,15 +594,9 @@ mod tests {
     #[test]
     fn type_errors_name_the_operator() {
         let e = Expr::parse("status + 1").unwrap();
-        assert!(e
-            .type_check(&types)
-            .unwrap_err()
-            .contains("`+` cannot combine string and int"));
+        assert!(e.type_check(&types).unwrap_err().contains("`+` cannot combine string and int"));
         let e = Expr::parse("missing").unwrap();
-        assert!(e
-            .type_check(&types)
-            .unwrap_err()
-            .contains("unknown name `missing`"));
+        assert!(e.type_check(&types).unwrap_err().contains("unknown name `missing`"));
     }
 
     #[test]
@@ -643,17 +605,11 @@ mod tests {
         assert!(Expr::parse("(a + 1").unwrap_err().contains("missing `)`"));
         assert!(Expr::parse("'open").unwrap_err().contains("unterminated"));
         assert!(Expr::parse("a b").unwrap_err().contains("unexpected `b`"));
-        assert!(Expr::parse("upper(a)")
-            .unwrap_err()
-            .contains("unknown function"));
+        assert!(Expr::parse("upper(a)").unwrap_err().contains("unknown function"));
     }
 
     #[test]
     fn division_by_zero_is_an_error() {
-        assert!(Expr::parse("on_hand / 0")
-            .unwrap()
-            .eval(&env)
-            .unwrap_err()
-            .contains("division by zero"));
+        assert!(Expr::parse("on_hand / 0").unwrap().eval(&env).unwrap_err().contains("division by zero"));
     }
 }

@@ -30,9 +30,7 @@ impl Freshness {
     pub fn allowed_lag(&self, now: DateTime<Utc>) -> Duration {
         match self {
             Freshness::Within(d) => *d,
-            Freshness::Nightly { .. } => {
-                (now - self.last_boundary(now)).to_std().unwrap_or_default()
-            }
+            Freshness::Nightly { .. } => (now - self.last_boundary(now)).to_std().unwrap_or_default(),
         }
     }
 
@@ -87,20 +85,14 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration like 500ms, 1s, 5m, 2h"))?;
+    let n: u64 = num.parse().map_err(|_| format!("`{s}` is not a duration like 500ms, 1s, 5m, 2h"))?;
     let d = match unit {
         "ms" => Duration::from_millis(n),
         "s" => Duration::from_secs(n),
         "m" => Duration::from_secs(n * 60),
         "h" => Duration::from_secs(n * 3600),
         "d" => Duration::from_secs(n * 86_400),
-        _ => {
-            return Err(format!(
-                "`{s}` has unknown unit `{unit}` (use ms, s, m, h or d)"
-            ))
-        }
+        _ => return Err(format!("`{s}` has unknown unit `{unit}` (use ms, s, m, h or d)")),
     };
     if d.is_zero() {
         return Err(format!("`{s}` is zero: a budget must be positive"));
@@ -132,15 +124,9 @@ mod tests {
 
     #[test]
     fn parses_budgets() {
-        assert_eq!(
-            "1s".parse::<Freshness>().unwrap(),
-            Freshness::Within(Duration::from_secs(1))
-        );
+        assert_eq!("1s".parse::<Freshness>().unwrap(), Freshness::Within(Duration::from_secs(1)));
         assert_eq!("5m".parse::<Freshness>().unwrap().to_string(), "5m");
-        assert_eq!(
-            "nightly@02:00".parse::<Freshness>().unwrap().to_string(),
-            "nightly@02:00"
-        );
+        assert_eq!("nightly@02:00".parse::<Freshness>().unwrap().to_string(), "nightly@02:00");
         assert!("0s".parse::<Freshness>().unwrap_err().contains("zero"));
         assert!("5 parsecs".parse::<Freshness>().is_err());
         assert!("nightly@25:00".parse::<Freshness>().is_err());

@@ -48,12 +48,7 @@ const BOOL_OPTIONS: [&str; 4] = [
     "data-file.thin-mode",
 ];
 
-const FREE_OPTIONS: [&str; 4] = [
-    "file.format",
-    "file.compression",
-    "target-file-size",
-    "write-buffer-size",
-];
+const FREE_OPTIONS: [&str; 4] = ["file.format", "file.compression", "target-file-size", "write-buffer-size"];
 
 /// Checks `opts` against the table's columns and returns its merge engine.
 ///
@@ -72,7 +67,12 @@ pub fn check(
         Some("aggregation") => MergeEngine::Aggregation,
         Some("first-row") => MergeEngine::FirstRow,
         Some(other) => {
-            err("merge-engine", format!("unknown merge engine `{other}` (deduplicate, partial-update, aggregation or first-row)"));
+            err(
+                "merge-engine",
+                format!(
+                    "unknown merge engine `{other}` (deduplicate, partial-update, aggregation or first-row)"
+                ),
+            );
             MergeEngine::Deduplicate
         }
     };
@@ -82,33 +82,29 @@ pub fn check(
             "merge-engine" => {}
             "bucket" => match v.parse::<i32>() {
                 Ok(n) if (1..=1024).contains(&n) => {}
-                _ => err(
-                    k,
-                    format!("`{v}`: livestate needs a fixed bucket count from 1 to 1024"),
-                ),
+                _ => err(k, format!("`{v}`: livestate needs a fixed bucket count from 1 to 1024")),
             },
             "sequence.field" => {
                 for f in v.split(',').map(str::trim) {
                     match value_col(f) {
                         Some(ValueType::Int | ValueType::Timestamp) => {}
-                        Some(t) => err(
-                            k,
-                            format!("sequence field `{f}` is {t}; it must be int or timestamp"),
-                        ),
+                        Some(t) => {
+                            err(k, format!("sequence field `{f}` is {t}; it must be int or timestamp"))
+                        }
                         None => err(k, format!("sequence field `{f}` is not a column")),
                     }
                 }
             }
             "changelog-producer" => match v.as_str() {
                 "none" | "input" => {}
-                other => err(
-                    k,
-                    format!("changelog-producer `{other}` is not supported yet (none or input)"),
-                ),
+                other => err(k, format!("changelog-producer `{other}` is not supported yet (none or input)")),
             },
             "deletion-vectors.enabled" => {
                 if v != "false" {
-                    err(k, "deletion vectors are not supported: tables would read empty until compacted".into());
+                    err(
+                        k,
+                        "deletion vectors are not supported: tables would read empty until compacted".into(),
+                    );
                 }
             }
             "fields.default-aggregate-function" => {
@@ -116,9 +112,7 @@ pub fn check(
                     err(k, format!("unknown aggregate function `{v}`"));
                 }
             }
-            _ if k.starts_with("fields.") => {
-                check_field_option(k, v, columns, primary_key, engine, &mut err)
-            }
+            _ if k.starts_with("fields.") => check_field_option(k, v, columns, primary_key, engine, &mut err),
             _ if INT_OPTIONS.contains(&k.as_str()) => {
                 if !v.parse::<u32>().is_ok_and(|n| n > 0) {
                     err(k, format!("`{v}` is not a positive whole number"));
@@ -131,22 +125,15 @@ pub fn check(
             }
             _ if DURATION_OPTIONS.contains(&k.as_str()) => {
                 if parse_paimon_duration(v).is_none() {
-                    err(
-                        k,
-                        format!("`{v}` is not a duration such as `1 h`, `30 min` or `7 d`"),
-                    );
+                    err(k, format!("`{v}` is not a duration such as `1 h`, `30 min` or `7 d`"));
                 }
             }
             _ if FREE_OPTIONS.contains(&k.as_str()) => {}
             _ => err(k, "unknown or unsupported Paimon option".into()),
         }
     }
-    if engine != MergeEngine::Aggregation && opts.keys().any(|k| k.ends_with(".aggregate-function"))
-    {
-        err(
-            "merge-engine",
-            "aggregate functions need merge-engine = \"aggregation\"".into(),
-        );
+    if engine != MergeEngine::Aggregation && opts.keys().any(|k| k.ends_with(".aggregate-function")) {
+        err("merge-engine", "aggregate functions need merge-engine = \"aggregation\"".into());
     }
     if errs.is_empty() {
         Ok(engine)
@@ -176,17 +163,11 @@ fn check_field_option(
                 return err(k, format!("unknown aggregate function `{v}`"));
             }
             if primary_key.iter().any(|p| p == field) {
-                return err(
-                    k,
-                    format!("`{field}` is a key column and cannot be aggregated"),
-                );
+                return err(k, format!("`{field}` is a key column and cannot be aggregated"));
             }
             let numeric_only = matches!(v, "sum" | "product");
             if numeric_only && !ty.is_numeric() {
-                err(
-                    k,
-                    format!("`{v}` needs a numeric column, `{field}` is {ty}"),
-                );
+                err(k, format!("`{v}` needs a numeric column, `{field}` is {ty}"));
             }
             if matches!(v, "bool_and" | "bool_or") && *ty != ValueType::Bool {
                 err(k, format!("`{v}` needs a bool column, `{field}` is {ty}"));
@@ -199,10 +180,7 @@ fn check_field_option(
         }
         "sequence-group" => {
             if engine != MergeEngine::PartialUpdate {
-                err(
-                    k,
-                    "sequence groups need merge-engine = \"partial-update\"".into(),
-                );
+                err(k, "sequence groups need merge-engine = \"partial-update\"".into());
             }
             for f in v.split(',').map(str::trim) {
                 if !columns.contains_key(f) {

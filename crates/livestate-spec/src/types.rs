@@ -60,12 +60,7 @@ impl FromStr for ValueType {
             "int" => return Ok(ValueType::Int),
             "bool" => return Ok(ValueType::Bool),
             "timestamp" => return Ok(ValueType::Timestamp),
-            "decimal" => {
-                return Ok(ValueType::Decimal {
-                    precision: 18,
-                    scale: 2,
-                })
-            }
+            "decimal" => return Ok(ValueType::Decimal { precision: 18, scale: 2 }),
             _ => {}
         }
         if let Some(args) = t.strip_prefix("decimal(").and_then(|r| r.strip_suffix(')')) {
@@ -79,17 +74,13 @@ impl FromStr for ValueType {
                     ));
                 }
                 if scale > precision {
-                    return Err(format!(
-                        "decimal scale {scale} exceeds precision {precision}"
-                    ));
+                    return Err(format!("decimal scale {scale} exceeds precision {precision}"));
                 }
                 return Ok(ValueType::Decimal { precision, scale });
             }
             return Err(format!("`{t}` is not of the form decimal(precision,scale)"));
         }
-        Err(format!(
-            "unknown type `{t}` (expected string, int, decimal(p,s), bool or timestamp)"
-        ))
+        Err(format!("unknown type `{t}` (expected string, int, decimal(p,s), bool or timestamp)"))
     }
 }
 
@@ -133,10 +124,7 @@ impl Value {
                     .parse::<i64>()
                     .map(Value::Int)
                     .map_err(|_| format!("expected a whole number, found \"{s}\"")),
-                other => Err(format!(
-                    "expected a whole number, found {}",
-                    json_kind(other)
-                )),
+                other => Err(format!("expected a whole number, found {}", json_kind(other))),
             },
             ValueType::Decimal { precision, scale } => {
                 let d = match json {
@@ -145,28 +133,17 @@ impl Value {
                         .map_err(|_| format!("number {n} is not a representable decimal"))?,
                     J::String(s) => Decimal::from_str(s.trim())
                         .map_err(|_| format!("expected a decimal number, found \"{s}\""))?,
-                    other => {
-                        return Err(format!(
-                            "expected a decimal number, found {}",
-                            json_kind(other)
-                        ))
-                    }
+                    other => return Err(format!("expected a decimal number, found {}", json_kind(other))),
                 };
                 fit_decimal(d, precision, scale).map(Value::Decimal)
             }
             ValueType::Bool => match json {
                 J::Bool(b) => Ok(Value::Bool(*b)),
-                other => Err(format!(
-                    "expected true or false, found {}",
-                    json_kind(other)
-                )),
+                other => Err(format!("expected true or false, found {}", json_kind(other))),
             },
             ValueType::Timestamp => match json {
                 J::String(s) => parse_timestamp(s).map(Value::Timestamp),
-                other => Err(format!(
-                    "expected an RFC 3339 timestamp string, found {}",
-                    json_kind(other)
-                )),
+                other => Err(format!("expected an RFC 3339 timestamp string, found {}", json_kind(other))),
             },
         }
     }
@@ -190,10 +167,9 @@ impl Value {
             Value::Null => return None,
             Value::String(_) => ValueType::String,
             Value::Int(_) => ValueType::Int,
-            Value::Decimal(d) => ValueType::Decimal {
-                precision: MAX_DECIMAL_PRECISION,
-                scale: d.scale() as u8,
-            },
+            Value::Decimal(d) => {
+                ValueType::Decimal { precision: MAX_DECIMAL_PRECISION, scale: d.scale() as u8 }
+            }
             Value::Bool(_) => ValueType::Bool,
             Value::Timestamp(_) => ValueType::Timestamp,
         })
@@ -216,10 +192,7 @@ impl Value {
                 if v.value_type().is_some_and(|vt| ty.accepts(vt)) {
                     Ok(v)
                 } else {
-                    Err(format!(
-                        "a {} value does not fit a {ty} column",
-                        v.type_name()
-                    ))
+                    Err(format!("a {} value does not fit a {ty} column", v.type_name()))
                 }
             }
         }
@@ -263,11 +236,7 @@ pub fn fit_decimal(d: Decimal, precision: u8, scale: u8) -> Result<Decimal, Stri
     if r.scale() != u32::from(scale) {
         return Err(format!("{d} cannot be represented with scale {scale}"));
     }
-    let digits = r
-        .mantissa()
-        .unsigned_abs()
-        .checked_ilog10()
-        .map_or(1, |l| l + 1);
+    let digits = r.mantissa().unsigned_abs().checked_ilog10().map_or(1, |l| l + 1);
     if digits > u32::from(precision) {
         return Err(format!("{d} does not fit decimal({precision},{scale})"));
     }
@@ -283,8 +252,7 @@ pub fn parse_timestamp(s: &str) -> Result<DateTime<Utc>, String> {
     let parsed = DateTime::parse_from_rfc3339(s.trim())
         .map(|t| t.with_timezone(&Utc))
         .or_else(|_| {
-            NaiveDateTime::parse_from_str(s.trim(), "%Y-%m-%dT%H:%M:%S%.f")
-                .map(|n| Utc.from_utc_datetime(&n))
+            NaiveDateTime::parse_from_str(s.trim(), "%Y-%m-%dT%H:%M:%S%.f").map(|n| Utc.from_utc_datetime(&n))
         })
         .map_err(|_| format!("\"{s}\" is not an RFC 3339 timestamp (e.g. 2026-03-01T08:00:00Z)"))?;
     Ok(millis_to_timestamp(parsed.timestamp_millis()))
@@ -292,9 +260,7 @@ pub fn parse_timestamp(s: &str) -> Result<DateTime<Utc>, String> {
 
 /// The UTC timestamp `ms` milliseconds after the epoch (clamped into chrono's range).
 pub fn millis_to_timestamp(ms: i64) -> DateTime<Utc> {
-    Utc.timestamp_millis_opt(ms)
-        .single()
-        .unwrap_or(DateTime::<Utc>::MIN_UTC)
+    Utc.timestamp_millis_opt(ms).single().unwrap_or(DateTime::<Utc>::MIN_UTC)
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmm`, UTC, no suffix: the form pypaimon and `livestate read` agree on.
@@ -322,44 +288,26 @@ mod tests {
         assert_eq!("string".parse::<ValueType>().unwrap(), ValueType::String);
         assert_eq!(
             "decimal(12, 2)".parse::<ValueType>().unwrap(),
-            ValueType::Decimal {
-                precision: 12,
-                scale: 2
-            }
+            ValueType::Decimal { precision: 12, scale: 2 }
         );
-        assert!("decimal(2,3)"
-            .parse::<ValueType>()
-            .unwrap_err()
-            .contains("exceeds"));
-        assert!("varchar"
-            .parse::<ValueType>()
-            .unwrap_err()
-            .contains("unknown type `varchar`"));
+        assert!("decimal(2,3)".parse::<ValueType>().unwrap_err().contains("exceeds"));
+        assert!("varchar".parse::<ValueType>().unwrap_err().contains("unknown type `varchar`"));
     }
 
     #[test]
     fn decimal_refuses_to_round() {
-        let ty = ValueType::Decimal {
-            precision: 6,
-            scale: 2,
-        };
+        let ty = ValueType::Decimal { precision: 6, scale: 2 };
         let ok = Value::from_json(&serde_json::json!("12.5"), ty).unwrap();
         assert_eq!(ok.to_json(), serde_json::json!("12.50"));
-        assert!(Value::from_json(&serde_json::json!(1.234), ty)
-            .unwrap_err()
-            .contains("decimal places"));
-        assert!(Value::from_json(&serde_json::json!(123456), ty)
-            .unwrap_err()
-            .contains("does not fit"));
+        assert!(Value::from_json(&serde_json::json!(1.234), ty).unwrap_err().contains("decimal places"));
+        assert!(Value::from_json(&serde_json::json!(123456), ty).unwrap_err().contains("does not fit"));
     }
 
     #[test]
     fn timestamps_are_utc_millis() {
-        let v = Value::from_json(
-            &serde_json::json!("2026-03-01T09:00:00.123456+01:00"),
-            ValueType::Timestamp,
-        )
-        .unwrap();
+        let v =
+            Value::from_json(&serde_json::json!("2026-03-01T09:00:00.123456+01:00"), ValueType::Timestamp)
+                .unwrap();
         assert_eq!(v.to_json(), serde_json::json!("2026-03-01T08:00:00.123"));
         assert!(Value::from_json(&serde_json::json!("yesterday"), ValueType::Timestamp).is_err());
     }
@@ -368,9 +316,6 @@ mod tests {
     fn int_rejects_fractions_and_text() {
         assert!(Value::from_json(&serde_json::json!(1.5), ValueType::Int).is_err());
         assert!(Value::from_json(&serde_json::json!("x"), ValueType::Int).is_err());
-        assert_eq!(
-            Value::from_json(&serde_json::json!(7), ValueType::Int).unwrap(),
-            Value::Int(7)
-        );
+        assert_eq!(Value::from_json(&serde_json::json!(7), ValueType::Int).unwrap(), Value::Int(7));
     }
 }
