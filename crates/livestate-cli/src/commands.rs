@@ -149,9 +149,15 @@ async fn derive(dir: &Path, once: bool, commit_every: u64) -> anyhow::Result<()>
 
 /// Read access: the writer's own view when no other process owns the directory, otherwise the
 /// warehouse plus the status file the owner writes.
+struct SharedRead {
+    spec: CompanySpec,
+    catalog: FileSystemCatalog,
+    status: Option<Status>,
+}
+
 enum ReadCtx {
     Owned(Box<Livestate>),
-    Shared { spec: CompanySpec, catalog: FileSystemCatalog, status: Option<Status> },
+    Shared(Box<SharedRead>),
 }
 
 impl ReadCtx {
@@ -160,11 +166,11 @@ impl ReadCtx {
             Ok(ls) => Ok(ReadCtx::Owned(Box::new(ls))),
             Err(EngineError::Locked { .. }) => {
                 let layout = Layout::new(dir)?;
-                Ok(ReadCtx::Shared {
+                Ok(ReadCtx::Shared(Box::new(SharedRead {
                     spec: load_spec(&layout)?,
                     catalog: open_catalog(&layout)?,
                     status: Status::load(&layout),
-                })
+                })))
             }
             Err(e) => Err(e.into()),
         }
@@ -173,7 +179,7 @@ impl ReadCtx {
     fn parts(&self) -> (&CompanySpec, &FileSystemCatalog, LagSource<'_>) {
         match self {
             ReadCtx::Owned(ls) => (&ls.spec, &ls.catalog, ls.lag_source()),
-            ReadCtx::Shared { spec, catalog, status } => (spec, catalog, LagSource::Status(status.clone())),
+            ReadCtx::Shared(s) => (&s.spec, &s.catalog, LagSource::Status(s.status.clone())),
         }
     }
 }

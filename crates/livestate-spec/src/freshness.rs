@@ -64,11 +64,11 @@ pub fn format_duration(d: Duration) -> String {
     let ms = d.as_millis();
     if ms < 1000 {
         format!("{ms}ms")
-    } else if ms % 3_600_000 == 0 {
+    } else if ms.is_multiple_of(3_600_000) {
         format!("{}h", ms / 3_600_000)
-    } else if ms % 60_000 == 0 {
+    } else if ms.is_multiple_of(60_000) {
         format!("{}m", ms / 60_000)
-    } else if ms < 60_000 && ms % 1000 == 0 {
+    } else if ms < 60_000 && ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else if ms < 60_000 {
         format!("{:.1}s", d.as_secs_f64())
