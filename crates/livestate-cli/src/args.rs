@@ -103,5 +103,8 @@ Re-sending an id returns its original offset and appends nothing.\n\nExample:\n 
         /// Items per location
         #[arg(long, default_value_t = 12)]
         items: usize,
+        /// Customer order lines to generate
+        #[arg(long, default_value_t = 40)]
+        orders: usize,
     },
 }

@@ -30,7 +30,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
             read_table(&dir, table, keys, at, json).await
         }
         Command::Tables { dir, json } => tables(&dir, json).await,
-        Command::Demo { dir, seed, items } => demo(&dir, seed, items).await,
+        Command::Demo { dir, seed, items, orders } => demo(&dir, seed, items, orders).await,
     }
 }
 
@@ -222,7 +222,7 @@ async fn tables(dir: &Path, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn demo(dir: &Path, seed: u64, items: usize) -> anyhow::Result<()> {
+async fn demo(dir: &Path, seed: u64, items: usize, orders: usize) -> anyhow::Result<()> {
     let layout = Layout::new(dir)?;
     let ls = if layout.is_initialized() {
         println!("using the existing demo directory {}", layout.dir.display());
@@ -237,7 +237,7 @@ async fn demo(dir: &Path, seed: u64, items: usize) -> anyhow::Result<()> {
         );
         ls
     };
-    let cfg = livestate_sim::SimConfig { seed, items, ..Default::default() };
+    let cfg = livestate_sim::SimConfig { seed, items, orders, ..Default::default() };
     let events = livestate_sim::company_events(&cfg);
     let modules: std::collections::BTreeMap<String, usize> =
         events.iter().fold(Default::default(), |mut m, e| {
@@ -246,13 +246,18 @@ async fn demo(dir: &Path, seed: u64, items: usize) -> anyhow::Result<()> {
             *m.entry(module).or_default() += 1;
             m
         });
+    let started = Instant::now();
     let report = ls.emit(&livestate_sim::to_json_lines(&events), false)?;
+    let emit_time = started.elapsed();
     let new = report.appended.iter().filter(|(_, a)| !a.duplicate).count();
     println!(
-        "recorded {new} new event(s) ({} already recorded) from {}",
+        "recorded {new} new event(s) ({} already recorded) in {:.0} ms, {} fsync(s), from {}",
         report.appended.len() - new,
+        emit_time.as_secs_f64() * 1000.0,
+        ls.record.stats().syncs,
         modules.iter().map(|(m, n)| format!("{m}: {n}")).collect::<Vec<_>>().join(", ")
     );
+    let started = Instant::now();
     let mut derivers = ls.derivers().await?;
     let pb = progress_bar();
     let d = derivers
@@ -262,7 +267,15 @@ async fn demo(dir: &Path, seed: u64, items: usize) -> anyhow::Result<()> {
         })
         .await?;
     pb.finish_and_clear();
-    println!("derived {} event(s) into {} row(s) with {} Paimon commit(s)\n", d.events, d.rows, d.commits);
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "derived {} event(s) into {} row(s) with {} Paimon commit(s) in {:.0} ms ({:.0} events/s)\n",
+        d.events,
+        d.rows,
+        d.commits,
+        secs * 1000.0,
+        d.events as f64 / secs.max(1e-9)
+    );
     let lag = ls.lag_source();
     for (table, title, keys) in [
         ("stock", "Stock of part-0001 in every warehouse: on_hand from inventory, reserved from commerce, inbound and planning from procurement", vec![("item".to_string(), livestate_sim::item_name(0))]),
