@@ -304,20 +304,7 @@ async fn scan(
         scan = scan.with_scan_all_files();
     }
     let plan = scan.plan().await.map_err(paimon_err(&full, "plan scan"))?;
-    let stream = rb
-        .new_read()
-        .map_err(paimon_err(&full, "read"))?
-        .to_arrow(plan.splits())
-        .map_err(paimon_err(&full, "read"))?;
-    let batches: Vec<_> = stream.try_collect().await.map_err(paimon_err(&full, "read"))?;
-    let mut rows = Vec::new();
-    for b in &batches {
-        rows.extend(
-            crate::rows::from_batch(b)
-                .map_err(|message| EngineError::Arrow { table: full.clone(), message })?,
-        );
-    }
-    Ok(rows)
+    plan_rows(&rb, &plan, &full).await
 }
 
 fn sort_by_key(ts: &TableSpec, rows: &mut [Vec<Value>]) {
@@ -401,22 +388,32 @@ pub async fn archive_rows(catalog: &FileSystemCatalog) -> Result<Vec<Vec<Value>>
     }
     let rb = table.new_read_builder();
     let plan = rb.new_scan().plan().await.map_err(paimon_err(&full, "plan scan"))?;
-    let stream = rb
-        .new_read()
-        .map_err(paimon_err(&full, "read"))?
-        .to_arrow(plan.splits())
-        .map_err(paimon_err(&full, "read"))?;
-    let batches: Vec<_> = stream.try_collect().await.map_err(paimon_err(&full, "read"))?;
-    let mut rows = Vec::new();
-    for b in &batches {
-        rows.extend(
-            crate::rows::from_batch(b)
-                .map_err(|message| EngineError::Arrow { table: full.clone(), message })?,
-        );
-    }
+    let mut rows = plan_rows(&rb, &plan, &full).await?;
     rows.sort_by_key(|r| match r.first() {
         Some(Value::Int(o)) => *o,
         _ => i64::MAX,
     });
+    Ok(rows)
+}
+
+/// Reads every split of `plan` and converts the batches into rows.
+async fn plan_rows(
+    rb: &paimon::ReadBuilder<'_>,
+    plan: &paimon::Plan,
+    full: &str,
+) -> Result<Vec<Vec<Value>>, EngineError> {
+    let stream = rb
+        .new_read()
+        .map_err(paimon_err(full, "read"))?
+        .to_arrow(plan.splits())
+        .map_err(paimon_err(full, "read"))?;
+    let batches: Vec<_> = stream.try_collect().await.map_err(paimon_err(full, "read"))?;
+    let mut rows = Vec::new();
+    for b in &batches {
+        rows.extend(
+            crate::rows::from_batch(b)
+                .map_err(|message| EngineError::Arrow { table: full.to_string(), message })?,
+        );
+    }
     Ok(rows)
 }
