@@ -15,6 +15,9 @@ use crate::sink::TableSink;
 /// Events read from the record per step.
 const READ_CHUNK: usize = 4096;
 
+/// How often continuous derivation commits the `record.events` archive.
+const ARCHIVE_COMMIT_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Default for how many events a catch-up applies between intermediate commits.
 pub const CATCH_UP_COMMIT_EVENTS: u64 = 50_000;
 
@@ -38,12 +41,20 @@ pub struct Progress {
     pub total: u64,
 }
 
-/// The derivers of one directory: a sink per state table plus the archive, sharing one pass over
-/// the record. Each sink starts where its own last commit left off.
+/// The derivers of one directory: a sink per state table (in spec order) plus the archive,
+/// sharing one pass over the record. Each sink starts where its own last commit left off.
 pub struct Derivers {
     layout: Layout,
-    sinks: Vec<(Option<Freshness>, TableSink)>,
-    last_nightly_commit: Vec<Option<chrono::DateTime<chrono::Utc>>>,
+    /// One per state table, indexed like `spec.tables`.
+    tables: Vec<StateSink>,
+    archive: TableSink,
+}
+
+struct StateSink {
+    freshness: Freshness,
+    sink: TableSink,
+    /// When a nightly table last committed.
+    last_nightly_commit: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Derivers {
@@ -52,17 +63,17 @@ impl Derivers {
         spec: &CompanySpec,
         layout: &Layout,
     ) -> Result<Derivers, EngineError> {
-        let mut sinks = Vec::new();
+        let mut tables = Vec::new();
         for t in spec.tables.values() {
             let sink = TableSink::open(catalog, STATE_DB, &t.name, true).await?;
-            sinks.push((Some(t.freshness), sink));
+            tables.push(StateSink { freshness: t.freshness, sink, last_nightly_commit: None });
         }
         let archive = TableSink::open(catalog, RECORD_DB, ARCHIVE_TABLE, false).await?;
-        sinks.push((None, archive));
+        let mut d = Derivers { layout: layout.clone(), tables, archive };
         // The status file may say a table was checked past its last snapshot (events that did not
         // touch it). It is trusted only while that snapshot is still the table's latest.
         if let Some(status) = Status::load(layout) {
-            for (_, s) in &mut sinks {
+            for s in d.sinks_mut() {
                 if let Some(p) = status.tables.get(&s.name) {
                     if p.snapshot_id == s.snapshot_id && p.through > s.position {
                         s.position = p.through;
@@ -71,13 +82,20 @@ impl Derivers {
                 }
             }
         }
-        let n = sinks.len();
-        Ok(Derivers { layout: layout.clone(), sinks, last_nightly_commit: vec![None; n] })
+        Ok(d)
+    }
+
+    fn sinks(&self) -> impl Iterator<Item = &TableSink> {
+        self.tables.iter().map(|t| &t.sink).chain(std::iter::once(&self.archive))
+    }
+
+    fn sinks_mut(&mut self) -> impl Iterator<Item = &mut TableSink> {
+        self.tables.iter_mut().map(|t| &mut t.sink).chain(std::iter::once(&mut self.archive))
     }
 
     /// The lowest offset some sink still needs.
     pub fn position(&self) -> u64 {
-        self.sinks.iter().map(|(_, s)| s.position).min().unwrap_or(0)
+        self.sinks().map(|s| s.position).min().unwrap_or(0)
     }
 
     /// Applies up to one chunk of events from the record; returns how many were read.
@@ -94,49 +112,47 @@ impl Derivers {
         }
         let head = head.min(from.saturating_add(max_events));
         let events = record.read(from, READ_CHUNK.min((head - from) as usize))?;
+        let n = events.len() as u64;
+        let end = events.last().map_or(from, |e| e.offset + 1);
         let mut rows = 0;
-        for ev in &events {
+        for ev in events {
             rows += self.apply(spec, ev).await?;
         }
-        let end = events.last().map_or(from, |e| e.offset + 1);
-        for (_, s) in &mut self.sinks {
+        for s in self.sinks_mut() {
             s.position = s.position.max(end);
         }
-        Ok((events.len() as u64, rows))
+        Ok((n, rows))
     }
 
-    async fn apply(&mut self, spec: &CompanySpec, ev: &RecordedEvent) -> Result<u64, EngineError> {
-        let envelope = EventEnvelope {
-            id: ev.id.clone(),
-            event_type: ev.event_type.clone(),
-            occurred_at: ev.occurred_at.clone(),
-            data: ev.data.clone(),
-            causation: ev.causation.clone(),
-        };
-        let derivation =
-            |message: String| EngineError::Derivation { table: "(all)".into(), offset: ev.offset, message };
-        let event = Event::check(envelope, spec).map_err(|e| derivation(e.to_string()))?;
-        let ops = event.row_ops(spec, ev.offset).map_err(|e| derivation(e.to_string()))?;
+    async fn apply(&mut self, spec: &CompanySpec, ev: RecordedEvent) -> Result<u64, EngineError> {
+        let (offset, recorded_at_ms) = (ev.offset, ev.recorded_at_ms);
         let mut rows = 0;
-        for (_, sink) in &mut self.sinks {
-            if ev.offset < sink.position {
+        if offset >= self.archive.position {
+            self.archive.push((RowKind::Insert, archive_row(&ev)), recorded_at_ms).await?;
+            rows += 1;
+        }
+        let derivation = |message: String| EngineError::Derivation { offset, message };
+        let envelope = EventEnvelope {
+            id: ev.id,
+            event_type: ev.event_type,
+            occurred_at: ev.occurred_at,
+            data: ev.data,
+            causation: ev.causation,
+        };
+        // Mappings were dry-run when the event was emitted; here they run once, for real.
+        let event = Event::decode(envelope, spec).map_err(|e| derivation(e.to_string()))?;
+        for op in event.row_ops(spec, offset).map_err(|e| derivation(e.to_string()))? {
+            let idx = spec.tables.get_index_of(&op.table).expect("mapping tables are checked at spec load");
+            let sink = &mut self.tables[idx].sink;
+            if offset < sink.position {
                 continue;
             }
-            let Some(table) =
-                sink.name.strip_prefix(STATE_DB).and_then(|n| n.strip_prefix('.')).map(str::to_string)
-            else {
-                sink.push((RowKind::Insert, archive_row(ev)), ev.recorded_at_ms).await?;
-                rows += 1;
-                continue;
+            let kind = match op.action {
+                Action::Upsert => RowKind::Insert,
+                Action::Delete => RowKind::Delete,
             };
-            for op in ops.iter().filter(|op| op.table == table) {
-                let kind = match op.action {
-                    Action::Upsert => RowKind::Insert,
-                    Action::Delete => RowKind::Delete,
-                };
-                sink.push((kind, op.row.clone()), ev.recorded_at_ms).await?;
-                rows += 1;
-            }
+            sink.push((kind, op.row), recorded_at_ms).await?;
+            rows += 1;
         }
         Ok(rows)
     }
@@ -191,27 +207,29 @@ impl Derivers {
         let head = record.next_offset();
         let (events, rows) = self.apply_chunk(record, spec, head, u64::MAX).await?;
         let now = chrono::Utc::now();
+        let now_ms = now.timestamp_millis();
+        let waited = |sink: &TableSink, interval: Duration| {
+            sink.oldest_uncommitted_ms.is_some_and(|t| now_ms - t >= interval.as_millis() as i64)
+        };
         let mut commits = 0;
-        for (i, (fresh, sink)) in self.sinks.iter_mut().enumerate() {
-            let due = match fresh {
-                None => sink.oldest_uncommitted_ms.is_some_and(|t| now.timestamp_millis() - t >= 1000),
-                Some(f @ Freshness::Within(_)) => {
-                    let interval = f.commit_interval().unwrap_or(Duration::from_secs(1));
-                    sink.oldest_uncommitted_ms
-                        .is_some_and(|t| now.timestamp_millis() - t >= interval.as_millis() as i64)
-                }
-                Some(f @ Freshness::Nightly { .. }) => {
-                    let boundary = f.last_boundary(now);
-                    let due = self.last_nightly_commit[i].is_none_or(|last| last < boundary);
+        for t in &mut self.tables {
+            let due = match t.freshness.commit_interval() {
+                Some(interval) => waited(&t.sink, interval),
+                None => {
+                    let boundary = t.freshness.last_boundary(now);
+                    let due = t.last_nightly_commit.is_none_or(|last| last < boundary);
                     if due {
-                        self.last_nightly_commit[i] = Some(now);
+                        t.last_nightly_commit = Some(now);
                     }
                     due
                 }
             };
-            if due && sink.commit().await?.is_some() {
+            if due && t.sink.commit().await?.is_some() {
                 commits += 1;
             }
+        }
+        if waited(&self.archive, ARCHIVE_COMMIT_INTERVAL) && self.archive.commit().await?.is_some() {
+            commits += 1;
         }
         Ok(DeriveReport { events, rows, commits, through: self.position() })
     }
@@ -222,7 +240,7 @@ impl Derivers {
     /// Paimon errors.
     pub async fn commit_all(&mut self) -> Result<u64, EngineError> {
         let mut commits = 0;
-        for (_, s) in &mut self.sinks {
+        for s in self.sinks_mut() {
             if s.commit().await?.is_some() {
                 commits += 1;
             }
@@ -244,7 +262,7 @@ impl Derivers {
             record_next_offset: next,
             ..Default::default()
         };
-        for (_, s) in &self.sinks {
+        for s in self.sinks() {
             let lag_ms = crate::read::lag_ms(record, s.committed, now)?;
             status.tables.insert(
                 s.name.clone(),

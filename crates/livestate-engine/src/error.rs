@@ -62,8 +62,8 @@ pub enum EngineError {
     #[error("table {table}: {message}")]
     BadRequest { table: String, message: String },
     /// A recorded event could not be derived. Derivation stops rather than skip it.
-    #[error("table {table}: event at offset {offset} cannot be derived: {message}")]
-    Derivation { table: String, offset: u64, message: String },
+    #[error("the event at record offset {offset} cannot be derived: {message}")]
+    Derivation { offset: u64, message: String },
     /// The warehouse does not match the spec it was initialised with.
     #[error("table {table}: {message}")]
     Mismatch { table: String, message: String },

@@ -60,70 +60,44 @@ fn mismatch(v: &Value, ty: &ArrowType) -> String {
 }
 
 fn build_column<'a>(ty: &ArrowType, values: impl Iterator<Item = &'a Value>) -> Result<ArrayRef, String> {
+    // One builder per Arrow type; `$pat => $val` picks the value out of the matching variant.
+    macro_rules! column {
+        ($builder:expr, $pat:pat => $val:expr) => {{
+            let mut b = $builder;
+            for v in values {
+                match v {
+                    Value::Null => b.append_null(),
+                    $pat => b.append_value($val),
+                    other => return Err(mismatch(other, ty)),
+                }
+            }
+            b
+        }};
+    }
     Ok(match ty {
-        ArrowType::Utf8 => {
-            let mut b = StringBuilder::new();
-            for v in values {
-                match v {
-                    Value::Null => b.append_null(),
-                    Value::String(s) => b.append_value(s),
-                    other => return Err(mismatch(other, ty)),
-                }
-            }
-            Arc::new(b.finish())
-        }
-        ArrowType::Int64 => {
-            let mut b = Int64Builder::new();
-            for v in values {
-                match v {
-                    Value::Null => b.append_null(),
-                    Value::Int(i) => b.append_value(*i),
-                    other => return Err(mismatch(other, ty)),
-                }
-            }
-            Arc::new(b.finish())
-        }
-        ArrowType::Boolean => {
-            let mut b = BooleanBuilder::new();
-            for v in values {
-                match v {
-                    Value::Null => b.append_null(),
-                    Value::Bool(x) => b.append_value(*x),
-                    other => return Err(mismatch(other, ty)),
-                }
-            }
-            Arc::new(b.finish())
-        }
+        ArrowType::Utf8 => Arc::new(column!(StringBuilder::new(), Value::String(x) => x).finish()),
+        ArrowType::Int64 => Arc::new(column!(Int64Builder::new(), Value::Int(x) => *x).finish()),
+        ArrowType::Boolean => Arc::new(column!(BooleanBuilder::new(), Value::Bool(x) => *x).finish()),
+        ArrowType::Timestamp(TimeUnit::Millisecond, None) => Arc::new(
+            column!(TimestampMillisecondBuilder::new(), Value::Timestamp(t) => t.timestamp_millis()).finish(),
+        ),
         ArrowType::Decimal128(p, s) => {
+            // Values were coerced to the column's type when the mapping ran; an int is accepted too.
             let mut b = Decimal128Builder::new();
             for v in values {
-                match v {
-                    Value::Null => b.append_null(),
-                    Value::Decimal(d) => {
-                        let mut d = *d;
-                        d.rescale(u32::from(*s as u8));
-                        b.append_value(d.mantissa());
+                let mut d = match v {
+                    Value::Null => {
+                        b.append_null();
+                        continue;
                     }
-                    Value::Int(i) => {
-                        let mut d = Decimal::from(*i);
-                        d.rescale(u32::from(*s as u8));
-                        b.append_value(d.mantissa());
-                    }
+                    Value::Decimal(d) => *d,
+                    Value::Int(i) => Decimal::from(*i),
                     other => return Err(mismatch(other, ty)),
-                }
+                };
+                d.rescale(u32::from(*s as u8));
+                b.append_value(d.mantissa());
             }
             Arc::new(b.finish().with_precision_and_scale(*p, *s).map_err(|e| e.to_string())?)
-        }
-        ArrowType::Timestamp(TimeUnit::Millisecond, None) => {
-            let mut b = TimestampMillisecondBuilder::new();
-            for v in values {
-                match v {
-                    Value::Null => b.append_null(),
-                    Value::Timestamp(t) => b.append_value(t.timestamp_millis()),
-                    other => return Err(mismatch(other, ty)),
-                }
-            }
-            Arc::new(b.finish())
         }
         other => return Err(format!("livestate does not write arrow type {other}")),
     })

@@ -285,7 +285,7 @@ impl Inner {
         let mut out = Vec::with_capacity(events.len());
         for ev in events {
             let prior = if let Some((o, e)) = local.get(ev.id.as_str()) {
-                Some((*o, (*e).clone() == *ev))
+                Some((*o, *e == ev))
             } else if let Some((o, e)) = in_group.get(&ev.id) {
                 Some((*o, e == ev))
             } else {

@@ -58,11 +58,22 @@ impl Event {
         Event::check(env, spec)
     }
 
-    /// Checks an envelope against `spec`.
+    /// Checks an envelope against `spec`: its fields, and that every mapping applies cleanly.
+    ///
+    /// # Errors
+    /// An [`EventError`] naming the field (or mapping) and the reason.
+    pub fn check(env: EventEnvelope, spec: &CompanySpec) -> Result<Event, EventError> {
+        let event = Event::decode(env, spec)?;
+        event.row_ops(spec, 0)?;
+        Ok(event)
+    }
+
+    /// Types an envelope's fields against `spec` without trying its mappings: for events that
+    /// were checked on their way into the record and whose row operations the caller computes.
     ///
     /// # Errors
     /// An [`EventError`] naming the field and the reason.
-    pub fn check(env: EventEnvelope, spec: &CompanySpec) -> Result<Event, EventError> {
+    pub fn decode(env: EventEnvelope, spec: &CompanySpec) -> Result<Event, EventError> {
         if env.id.is_empty() || env.id.len() > MAX_ID_LEN || env.id.chars().any(char::is_control) {
             return Err(EventError::new(
                 "id",
@@ -105,10 +116,7 @@ impl Event {
             }
             data.insert(name.clone(), v);
         }
-        let event =
-            Event { id: env.id, event_type: env.event_type, occurred_at, causation: env.causation, data };
-        event.row_ops(spec, 0)?;
-        Ok(event)
+        Ok(Event { id: env.id, event_type: env.event_type, occurred_at, causation: env.causation, data })
     }
 
     /// The canonical envelope of this event (what the record stores).
