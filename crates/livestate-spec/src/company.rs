@@ -424,8 +424,7 @@ impl Builder {
                 continue;
             }
             match Expr::parse(src).and_then(|e| e.type_check(&resolve).map(|t| (e, t))) {
-                Ok((e, ExprType::Null)) if table.is_key(col) => {
-                    let _ = e;
+                Ok((_, ExprType::Null)) if table.is_key(col) => {
                     self.problem(file, cat, "a key column cannot be set to null");
                 }
                 Ok((e, ExprType::Null)) => set.push((col.clone(), e)),
