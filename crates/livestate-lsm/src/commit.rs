@@ -1,0 +1,259 @@
+//! COMPACT snapshots: a delta manifest that deletes the compacted files and adds their
+//! replacements, on top of a base manifest list that is merged into one manifest when it has
+//! grown past `manifest.merge-min-count`. Built only from the `paimon` crate's public spec API.
+
+use paimon::spec::{
+    BinaryRow, CommitKind, DataFileMeta, DataType, Datum, FileKind, Manifest, ManifestEntry, ManifestFileMeta,
+    ManifestList, Snapshot,
+};
+use serde::de::DeserializeOwned;
+use paimon::Table;
+
+use crate::error::{paimon_err, LsmError, Result};
+use crate::files::{live_files, BucketFiles, Version};
+
+/// Version of the manifest entries written here (as the crate writes them).
+const MANIFEST_ENTRY_VERSION: i32 = 2;
+/// Entries per merged base manifest file.
+const ENTRIES_PER_MANIFEST: usize = 50_000;
+/// Commit user of compaction snapshots; the derivers' own snapshots stay recognisable.
+pub const COMPACT_USER: &str = "livestate-compact";
+/// Attempts before a commit that keeps losing the race for the next snapshot id gives up.
+const COMMIT_ATTEMPTS: usize = 10;
+
+/// What compaction changed in one bucket.
+#[derive(Debug, Clone)]
+pub(crate) struct BucketChange {
+    pub bucket: BucketFiles,
+    pub deleted: Vec<DataFileMeta>,
+    pub added: Vec<DataFileMeta>,
+}
+
+/// A manifest entry with the bucket it belongs to and its kind (which `ManifestEntry` keeps
+/// to itself).
+type Entry<'a> = (ManifestEntry, &'a BucketFiles, FileKind);
+
+fn entry<'a>(kind: FileKind, b: &'a BucketFiles, file: &DataFileMeta) -> Entry<'a> {
+    let e = ManifestEntry::new(
+        kind,
+        b.partition.to_serialized_bytes(),
+        b.bucket,
+        b.total_buckets,
+        file.clone(),
+        MANIFEST_ENTRY_VERSION,
+    );
+    (e, b, kind)
+}
+
+/// Min, max and null count of each partition column over `partitions`, as manifests store them.
+fn partition_stats<T: DeserializeOwned>(table: &Table, name: &str, partitions: &[&BinaryRow]) -> Result<T> {
+    let fields = table.schema().partition_fields();
+    let types: Vec<DataType> = fields.iter().map(|f| f.data_type().clone()).collect();
+    let mut mins: Vec<Option<Datum>> = vec![None; fields.len()];
+    let mut maxs: Vec<Option<Datum>> = vec![None; fields.len()];
+    let mut nulls = vec![0i64; fields.len()];
+    for p in partitions.iter().filter(|_| !fields.is_empty()) {
+        for (i, ty) in types.iter().enumerate() {
+            match p.get_datum(i, ty).map_err(paimon_err(name, "partition value"))? {
+                Some(d) => {
+                    if mins[i].as_ref().is_none_or(|m| d < *m) {
+                        mins[i] = Some(d.clone());
+                    }
+                    if maxs[i].as_ref().is_none_or(|m| d > *m) {
+                        maxs[i] = Some(d);
+                    }
+                }
+                None => nulls[i] += 1,
+            }
+        }
+    }
+    crate::stats::stats(&mins, &maxs, &nulls, &types)
+        .map_err(|message| LsmError::Refused { table: name.into(), message })
+}
+
+/// Writes one manifest file holding `entries` and describes it for a manifest list.
+async fn write_manifest(
+    table: &Table,
+    name: &str,
+    entries: &[Entry<'_>],
+    created: &mut Vec<String>,
+) -> Result<ManifestFileMeta> {
+    let sm = table.snapshot_manager();
+    let file_name = format!("manifest-{}-0", uuid::Uuid::new_v4());
+    let path = sm.manifest_path(&file_name);
+    let plain: Vec<ManifestEntry> = entries.iter().map(|(e, _, _)| e.clone()).collect();
+    created.push(path.clone());
+    Manifest::write(table.file_io(), &path, &plain).await.map_err(paimon_err(name, "write manifest"))?;
+    let size = table.file_io().get_status(&path).await.map_err(paimon_err(name, "stat manifest"))?.size;
+    let mut added = 0;
+    let mut deleted = 0;
+    let mut schema_id = table.schema().id();
+    let (mut min_bucket, mut max_bucket, mut min_level, mut max_level) = (None, None, None, None);
+    for (e, b, _) in entries {
+        if e.file().level < 0 {
+            continue;
+        }
+        schema_id = schema_id.max(e.file().schema_id);
+        min_bucket = Some(min_bucket.map_or(b.bucket, |m: i32| m.min(b.bucket)));
+        max_bucket = Some(max_bucket.map_or(b.bucket, |m: i32| m.max(b.bucket)));
+        min_level = Some(min_level.map_or(e.file().level, |m: i32| m.min(e.file().level)));
+        max_level = Some(max_level.map_or(e.file().level, |m: i32| m.max(e.file().level)));
+    }
+    for (_, _, kind) in entries {
+        match kind {
+            FileKind::Add => added += 1,
+            FileKind::Delete => deleted += 1,
+        }
+    }
+    let partitions: Vec<&BinaryRow> = entries.iter().map(|(_, b, _)| &b.partition).collect();
+    Ok(ManifestFileMeta::new(
+        file_name,
+        i64::try_from(size).expect("manifest size fits i64"),
+        added,
+        deleted,
+        partition_stats(table, name, &partitions)?,
+        schema_id,
+    )
+    .with_bucket_level_stats(min_bucket, max_bucket, min_level, max_level))
+}
+
+async fn write_list(table: &Table, name: &str, metas: &[ManifestFileMeta], created: &mut Vec<String>) -> Result<String> {
+    let list_name = format!("manifest-list-{}-0", uuid::Uuid::new_v4());
+    let path = table.snapshot_manager().manifest_path(&list_name);
+    created.push(path.clone());
+    ManifestList::write(table.file_io(), &path, metas).await.map_err(paimon_err(name, "write manifest list"))?;
+    Ok(list_name)
+}
+
+/// Every manifest file the snapshot's base and delta lists name.
+pub(crate) async fn data_manifests(table: &Table, name: &str, s: &Snapshot) -> Result<Vec<ManifestFileMeta>> {
+    let sm = table.snapshot_manager();
+    let mut all = Vec::new();
+    for list in [s.base_manifest_list(), s.delta_manifest_list()] {
+        let metas = ManifestList::read(table.file_io(), &sm.manifest_path(list))
+            .await
+            .map_err(paimon_err(name, "read manifest list"))?;
+        all.extend(metas);
+    }
+    Ok(all)
+}
+
+/// Commits `changes` (possibly none) as a COMPACT snapshot, merging the base manifests into
+/// one when there are at least `merge_min_count` of them. Returns the new snapshot id, or
+/// `None` when there was nothing to commit.
+///
+/// The caller holds the table's commit lock.
+pub(crate) async fn commit_compact(
+    table: &Table,
+    name: &str,
+    changes: &[BucketChange],
+    merge_min_count: usize,
+) -> Result<Option<i64>> {
+    let sm = table.snapshot_manager();
+    for _ in 0..COMMIT_ATTEMPTS {
+        let latest = sm
+            .get_latest_snapshot()
+            .await
+            .map_err(paimon_err(name, "read latest snapshot"))?
+            .ok_or_else(|| LsmError::Refused { table: name.into(), message: "the table has no snapshot".into() })?;
+        let previous = data_manifests(table, name, &latest).await?;
+        let merge = previous.len() >= merge_min_count;
+        if changes.is_empty() && !merge {
+            return Ok(None);
+        }
+        let mut created = Vec::new();
+        match attempt(table, name, changes, &latest, previous, merge, &mut created).await {
+            Ok(Some(id)) => return Ok(Some(id)),
+            Ok(None) => {}
+            Err(e) => {
+                cleanup(table, &created).await;
+                return Err(e);
+            }
+        }
+        cleanup(table, &created).await;
+    }
+    Err(LsmError::Refused {
+        table: name.into(),
+        message: format!("gave up committing compaction after {COMMIT_ATTEMPTS} attempts lost the race for the next snapshot"),
+    })
+}
+
+async fn cleanup(table: &Table, created: &[String]) {
+    for p in created {
+        let _ = table.file_io().delete_file(p).await;
+    }
+}
+
+async fn attempt(
+    table: &Table,
+    name: &str,
+    changes: &[BucketChange],
+    latest: &Snapshot,
+    previous: Vec<ManifestFileMeta>,
+    merge: bool,
+    created: &mut Vec<String>,
+) -> Result<Option<i64>> {
+    let base = if merge {
+        let live = live_files(table, name, &Version::Snapshot(latest.id())).await?;
+        // Every compacted file must still be live, or another compaction got there first.
+        for c in changes {
+            let here = live.iter().find(|b| b.bucket == c.bucket.bucket && b.partition == c.bucket.partition);
+            for f in &c.deleted {
+                if !here.is_some_and(|b| b.files.iter().any(|g| g.file_name == f.file_name)) {
+                    return Err(LsmError::Refused {
+                        table: name.into(),
+                        message: format!("file {} is no longer live; another compaction changed the bucket", f.file_name),
+                    });
+                }
+            }
+        }
+        let entries: Vec<Entry<'_>> =
+            live.iter().flat_map(|b| b.files.iter().map(move |f| entry(FileKind::Add, b, f))).collect();
+        let mut metas = Vec::new();
+        for chunk in entries.chunks(ENTRIES_PER_MANIFEST) {
+            metas.push(write_manifest(table, name, chunk, created).await?);
+        }
+        metas
+    } else {
+        previous
+    };
+    let delta_entries: Vec<Entry<'_>> = changes
+        .iter()
+        .flat_map(|c| {
+            c.deleted
+                .iter()
+                .map(|f| entry(FileKind::Delete, &c.bucket, f))
+                .chain(c.added.iter().map(|f| entry(FileKind::Add, &c.bucket, f)))
+        })
+        .collect();
+    let delta = if delta_entries.is_empty() {
+        Vec::new()
+    } else {
+        vec![write_manifest(table, name, &delta_entries, created).await?]
+    };
+    let base_list = write_list(table, name, &base, created).await?;
+    let delta_list = write_list(table, name, &delta, created).await?;
+    let rows = |files: &[DataFileMeta]| files.iter().map(|f| f.row_count).sum::<i64>();
+    let delta_rows: i64 = changes.iter().map(|c| rows(&c.added) - rows(&c.deleted)).sum();
+    let snapshot = Snapshot::builder()
+        .version(3)
+        .uuid(Some(uuid::Uuid::new_v4().to_string()))
+        .id(latest.id() + 1)
+        .schema_id(latest.schema_id())
+        .base_manifest_list(base_list)
+        .delta_manifest_list(delta_list)
+        .commit_user(COMPACT_USER.to_string())
+        .commit_identifier(latest.commit_identifier())
+        .commit_kind(CommitKind::COMPACT)
+        .time_millis(u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0))
+        .total_record_count(latest.total_record_count().map(|t| t + delta_rows))
+        .delta_record_count(Some(delta_rows))
+        .watermark(latest.watermark())
+        .statistics(latest.statistics().map(str::to_string))
+        .next_row_id(latest.next_row_id())
+        .index_manifest(latest.index_manifest().map(str::to_string))
+        .build();
+    let committed =
+        table.snapshot_manager().commit_snapshot(&snapshot).await.map_err(paimon_err(name, "commit snapshot"))?;
+    Ok(committed.then_some(snapshot.id()))
+}

@@ -1,0 +1,171 @@
+//! Snapshot and tag expiry.
+//!
+//! Java Paimon's rules: keep at least `snapshot.num-retained.min` snapshots and at most
+//! `snapshot.num-retained.max`, and expire the ones in between once they are older than
+//! `snapshot.time-retained`. A tag expires when its own retention (or
+//! `tag.default-time-retained`) has passed since it was created.
+//!
+//! A file is deleted only if an expiring snapshot or tag named it and no retained snapshot or
+//! tag does. Data files live over one contiguous range of snapshots (added once, deleted
+//! once), so a file an expired snapshot saw is still needed exactly when the new earliest
+//! snapshot or a kept tag sees it. The EARLIEST hint moves first and snapshot files go before
+//! the data they referenced: a crash part-way leaves only unreferenced files, which
+//! [`Maintainer::remove_orphans`] collects.
+
+use std::collections::{HashMap, HashSet};
+
+use paimon::spec::Snapshot;
+
+use crate::error::{paimon_err, Result};
+use crate::files::Version;
+use crate::refs::{data_file_paths, snapshot_refs, version_refs, Refs};
+use crate::Maintainer;
+
+/// What an expiry removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExpireReport {
+    pub snapshots: u64,
+    pub tags: Vec<String>,
+    pub data_files: u64,
+    pub manifest_files: u64,
+    /// The earliest snapshot afterwards.
+    pub earliest: Option<i64>,
+}
+
+impl Maintainer {
+    /// Expires snapshots and tags past their retention and deletes the files only they
+    /// referenced, in batches of `snapshot.expire.limit` so commits are never held up.
+    /// `progress(done, total)` counts snapshots expired.
+    ///
+    /// # Errors
+    /// Reading snapshots, manifests or listing files failed. What was deleted before the
+    /// failure stays deleted; nothing a retained snapshot or tag needs is touched.
+    pub async fn expire(&self, now_ms: i64, mut progress: impl FnMut(u64, u64)) -> Result<ExpireReport> {
+        let _busy = self.busy.lock().await;
+        let name = self.name.as_str();
+        let sm = self.table.snapshot_manager();
+        let tm = self.table.tag_manager();
+        let mut report = ExpireReport::default();
+        let ids = sm.list_all_ids().await.map_err(paimon_err(name, "list snapshots"))?;
+        let (Some(&earliest), Some(&latest)) = (ids.first(), ids.last()) else {
+            return Ok(report);
+        };
+
+        let target = self.expire_target(&ids, now_ms).await?;
+        // Tags: which expire, and what the kept ones hold on to. A tag on a snapshot at or
+        // after `target` needs nothing beyond what the retained snapshots keep, so only older
+        // tags are planned, once per snapshot.
+        let tags = tm.list_all_with_metadata().await.map_err(paimon_err(name, "list tags"))?;
+        let mut kept_refs = Refs::default();
+        let mut expired_refs = Refs::default();
+        let mut planned: HashSet<(i64, bool)> = HashSet::new();
+        for (tag, snap, created_ms, retained_s) in &tags {
+            let retained_ms = retained_s
+                .map(|s| (s * 1000.0) as i64)
+                .or(self.expire.tag_default_retained.map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)));
+            let expired = matches!((created_ms, retained_ms), (Some(c), Some(r)) if c.saturating_add(r) < now_ms);
+            if expired {
+                report.tags.push(tag.clone());
+            }
+            if snap.id() >= target || !planned.insert((snap.id(), expired)) {
+                continue;
+            }
+            let refs = version_refs(&self.table, name, snap, &Version::Tag(tag.clone())).await?;
+            if expired {
+                expired_refs.extend(refs);
+            } else {
+                kept_refs.extend(refs);
+            }
+        }
+
+        let total = u64::try_from((target - earliest).max(0)).unwrap_or(0);
+        let mut from = earliest;
+        let mut first_batch = true;
+        while from < target || (first_batch && !report.tags.is_empty()) {
+            first_batch = false;
+            let to = target.min(from + i64::try_from(self.expire.expire_limit).unwrap_or(i64::MAX));
+            let mut candidates = Refs::default();
+            if from < to {
+                let first = sm.get_snapshot(from).await.map_err(paimon_err(name, "read snapshot"))?;
+                candidates.extend(version_refs(&self.table, name, &first, &Version::Snapshot(from)).await?);
+                for id in from..=to {
+                    if let Some(s) = self.snapshot(id).await? {
+                        candidates.extend(snapshot_refs(&self.table, name, &s, id > from).await?);
+                    }
+                }
+            }
+            if !report.tags.is_empty() && from == earliest {
+                candidates.extend(std::mem::take(&mut expired_refs));
+                for tag in &report.tags {
+                    tm.delete(tag).await.map_err(paimon_err(name, "delete tag"))?;
+                }
+            }
+            let to_snapshot =
+                sm.get_snapshot(to.max(from)).await.map_err(paimon_err(name, "read snapshot"))?;
+            let mut keep = version_refs(&self.table, name, &to_snapshot, &Version::Snapshot(to_snapshot.id())).await?;
+            keep.data.extend(kept_refs.data.iter().cloned());
+            keep.manifests.extend(kept_refs.manifests.iter().cloned());
+            // The retained snapshot `to` names in its own lists what it needs.
+            keep.extend(snapshot_refs(&self.table, name, &to_snapshot, false).await?);
+
+            if from < to {
+                sm.write_earliest_hint(to).await.map_err(paimon_err(name, "write earliest hint"))?;
+                for id in from..to {
+                    sm.delete_snapshot(id).await.map_err(paimon_err(name, "delete snapshot"))?;
+                    report.snapshots += 1;
+                }
+            }
+            let paths: HashMap<String, String> = if candidates.data.iter().any(|d| !keep.data.contains(d)) {
+                data_file_paths(&self.table, name).await?
+            } else {
+                HashMap::new()
+            };
+            for file in candidates.data.difference(&keep.data) {
+                if let Some(path) = paths.get(file) {
+                    self.table.file_io().delete_file(path).await.map_err(paimon_err(name, "delete data file"))?;
+                    report.data_files += 1;
+                }
+            }
+            for file in candidates.manifests.difference(&keep.manifests) {
+                let path = sm.manifest_path(file);
+                if self.table.file_io().exists(&path).await.map_err(paimon_err(name, "stat manifest"))? {
+                    self.table.file_io().delete_file(&path).await.map_err(paimon_err(name, "delete manifest"))?;
+                    report.manifest_files += 1;
+                }
+            }
+            progress(report.snapshots, total);
+            from = to.max(from);
+            if from >= target {
+                break;
+            }
+        }
+        report.earliest = Some(target.max(earliest).min(latest));
+        Ok(report)
+    }
+
+    async fn snapshot(&self, id: i64) -> Result<Option<Snapshot>> {
+        match self.table.snapshot_manager().get_snapshot(id).await {
+            Ok(s) => Ok(Some(s)),
+            Err(paimon::Error::SnapshotNotExist { .. }) => Ok(None),
+            Err(e) => Err(paimon_err(&self.name, "read snapshot")(e)),
+        }
+    }
+
+    /// The snapshot that becomes the earliest (Java's `ExpireSnapshotsImpl` rule).
+    async fn expire_target(&self, ids: &[i64], now_ms: i64) -> Result<i64> {
+        let (earliest, latest) = (ids[0], ids[ids.len() - 1]);
+        let retained_max = i64::try_from(self.expire.retained_max).unwrap_or(i64::MAX);
+        let retained_min = i64::try_from(self.expire.retained_min).unwrap_or(i64::MAX);
+        let min = latest.saturating_sub(retained_max).saturating_add(1).max(earliest);
+        let max_exclusive = latest.saturating_sub(retained_min).saturating_add(1);
+        let older_than = now_ms - i64::try_from(self.expire.time_retained.as_millis()).unwrap_or(i64::MAX);
+        for id in min..max_exclusive {
+            if let Some(s) = self.snapshot(id).await? {
+                if i64::try_from(s.time_millis()).unwrap_or(i64::MAX) >= older_than {
+                    return Ok(id.max(earliest));
+                }
+            }
+        }
+        Ok(max_exclusive.max(min).max(earliest))
+    }
+}

@@ -1,0 +1,263 @@
+//! Keeps Paimon primary-key tables healthy, as Java Paimon does, in Paimon's own format.
+//!
+//! The `paimon` crate writes every commit as new level-0 files and never compacts or expires
+//! anything. This crate adds the missing maintenance on top of its public spec API:
+//!
+//! - [`Maintainer::compact`]: Paimon's universal compaction per bucket (or a full compaction),
+//!   committed as a `COMPACT` snapshot whose delta manifest deletes the inputs and adds the
+//!   outputs; small manifests are merged on the way.
+//! - [`Maintainer::expire`]: snapshot expiry under `snapshot.num-retained.*` and
+//!   `snapshot.time-retained`, tag expiry, and deletion of every file only expired snapshots
+//!   and tags referenced.
+//! - [`Maintainer::remove_orphans`]: files nothing references (a crash mid-commit leaves them)
+//!   older than a safety window.
+//! - [`Maintainer::health`]: files, sorted runs and levels per bucket, snapshots and tags.
+//!
+//! One process writes a table. Within it, data commits and compaction commits take the same
+//! [`CommitLock`], and compaction only ever merges the newest sorted runs, so sequence
+//! numbers stay monotonic while writers keep committing.
+
+mod commit;
+mod error;
+mod expire;
+mod files;
+mod health;
+mod options;
+mod orphan;
+pub mod pick;
+mod refs;
+mod rewrite;
+mod stats;
+
+use std::sync::Arc;
+
+use paimon::Table;
+
+pub use commit::COMPACT_USER;
+pub use error::{LsmError, Result};
+pub use expire::ExpireReport;
+pub use files::{live_files, BucketFiles, Version};
+pub use health::{BucketHealth, TableHealth, TagInfo};
+pub use options::{parse_duration, parse_memory_size, CompactionOptions, ExpireOptions};
+pub use orphan::OrphanReport;
+
+use crate::commit::{commit_compact, BucketChange};
+use crate::error::paimon_err;
+use crate::pick::{sorted_runs, Picker};
+use crate::rewrite::Rewrite;
+
+/// Serialises the commits of one table within the process (data commits and compactions).
+pub type CommitLock = Arc<tokio::sync::Mutex<()>>;
+
+/// How much to compact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactMode {
+    /// What universal compaction picks; nothing when every bucket is within its triggers.
+    Auto,
+    /// Every bucket into one sorted run at the top level, deletes dropped.
+    Full,
+    /// The newest `n` sorted runs of each bucket that has more than one, written one level
+    /// above the next run left alone (Java's forced size-ratio pick). Deletes are kept unless
+    /// nothing older remains.
+    NewestRuns(usize),
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CompactReport {
+    /// The COMPACT snapshot committed, if anything changed.
+    pub snapshot_id: Option<i64>,
+    pub buckets: usize,
+    pub files_in: usize,
+    pub files_out: usize,
+    pub rows_in: i64,
+    pub rows_out: i64,
+}
+
+/// Maintenance of one table. Cheap to clone; clones share the locks.
+#[derive(Clone)]
+pub struct Maintainer {
+    table: Table,
+    name: String,
+    compaction: CompactionOptions,
+    expire: ExpireOptions,
+    commit_lock: CommitLock,
+    /// Only one compaction, expiry or orphan sweep runs on a table at a time.
+    busy: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Maintainer {
+    /// Maintenance for `table`, named `name` in messages, committing under `commit_lock`.
+    ///
+    /// # Errors
+    /// A maintenance option of the table has a value that cannot be used.
+    pub fn new(table: Table, name: impl Into<String>, commit_lock: CommitLock) -> Result<Maintainer> {
+        let name = name.into();
+        let opts = table.schema().options();
+        Ok(Maintainer {
+            compaction: CompactionOptions::from_table(&name, opts)?,
+            expire: ExpireOptions::from_table(&name, opts)?,
+            table,
+            name,
+            commit_lock,
+            busy: Arc::new(tokio::sync::Mutex::new(())),
+        })
+    }
+
+    pub fn table(&self) -> &Table {
+        &self.table
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn compaction_options(&self) -> &CompactionOptions {
+        &self.compaction
+    }
+
+    pub fn expire_options(&self) -> &ExpireOptions {
+        &self.expire
+    }
+
+    fn picker(&self) -> Picker {
+        Picker {
+            trigger: self.compaction.trigger,
+            max_size_amp_percent: self.compaction.max_size_amp_percent,
+            size_ratio: self.compaction.size_ratio,
+            max_level: self.compaction.max_level(),
+        }
+    }
+
+    fn is_primary_key(&self) -> bool {
+        !self.table.schema().primary_keys().is_empty()
+    }
+
+    /// Compacts the table's buckets and commits the result as one COMPACT snapshot.
+    /// `progress(done, total)` is called after each bucket is looked at.
+    ///
+    /// # Errors
+    /// Reading, merging or writing failed, or the commit lost the race for the next snapshot
+    /// too often. Files written by a failed compaction are removed; the table is unchanged.
+    pub async fn compact(&self, mode: CompactMode, mut progress: impl FnMut(usize, usize)) -> Result<CompactReport> {
+        let _busy = self.busy.lock().await;
+        let mut report = CompactReport::default();
+        let sm = self.table.snapshot_manager();
+        let Some(snapshot_id) =
+            sm.get_latest_snapshot_id().await.map_err(paimon_err(&self.name, "read latest snapshot"))?
+        else {
+            return Ok(report);
+        };
+        if !self.is_primary_key() {
+            // Append tables only get their manifests merged.
+            let _commit = self.commit_lock.lock().await;
+            report.snapshot_id =
+                commit_compact(&self.table, &self.name, &[], self.compaction.manifest_merge_min_count).await?;
+            return Ok(report);
+        }
+        if self.table.schema().options().get("file.format").is_some_and(|f| f != "parquet") {
+            return Err(LsmError::Refused {
+                table: self.name.clone(),
+                message: "compaction writes parquet; this table uses another file.format".into(),
+            });
+        }
+        let engine = self.table.schema().options().get("merge-engine").map_or("deduplicate", String::as_str);
+        let (first_row, deduplicate) = (engine == "first-row", engine == "deduplicate");
+        let buckets = live_files(&self.table, &self.name, &Version::Snapshot(snapshot_id)).await?;
+        let picker = self.picker();
+        let mut changes: Vec<BucketChange> = Vec::new();
+        let total = buckets.len();
+        for (i, bucket) in buckets.into_iter().enumerate() {
+            let runs = sorted_runs(&bucket.files);
+            let unit = match mode {
+                CompactMode::Auto => picker.pick(&runs),
+                CompactMode::Full => picker.full(&runs),
+                CompactMode::NewestRuns(n) => picker.newest(&runs, n),
+            };
+            if let Some(mut unit) = unit {
+                let files_of =
+                    |rs: &[pick::SortedRun]| rs.iter().flat_map(|r| r.files.iter().map(|&f| bucket.files[f].clone())).collect::<Vec<_>>();
+                // Partial-update and aggregation merges are not associative across a delete
+                // (a merged "delete, then insert" would read as a plain insert over older
+                // runs), so a pick holding deletes takes every run.
+                if !deduplicate
+                    && unit.runs < runs.len()
+                    && files_of(&runs[..unit.runs]).iter().any(|f| f.delete_row_count.unwrap_or(1) > 0)
+                {
+                    unit = pick::CompactUnit { runs: runs.len(), output_level: picker.max_level };
+                }
+                let inputs = files_of(&runs[..unit.runs]);
+                let older = files_of(&runs[unit.runs..]);
+                let highest = bucket.files.iter().map(|f| f.level).max().unwrap_or(0);
+                let job = Rewrite {
+                    table: &self.table,
+                    name: &self.name,
+                    bucket: &bucket,
+                    inputs,
+                    snapshot_id,
+                    output_level: unit.output_level,
+                    drop_delete: unit.output_level != 0 && unit.output_level >= highest,
+                    first_row,
+                    target_file_size: self.compaction.target_file_size,
+                    older,
+                };
+                match job.run().await {
+                    Ok(added) => {
+                        let deleted = job.inputs.clone();
+                        drop(job);
+                        changes.push(BucketChange { bucket, deleted, added });
+                    }
+                    Err(e) => {
+                        self.discard(&changes).await;
+                        return Err(e);
+                    }
+                }
+            }
+            progress(i + 1, total);
+        }
+        let result = {
+            let _commit = self.commit_lock.lock().await;
+            commit_compact(&self.table, &self.name, &changes, self.compaction.manifest_merge_min_count).await
+        };
+        match result {
+            Ok(id) => {
+                report.snapshot_id = id;
+                report.buckets = changes.len();
+                for c in &changes {
+                    report.files_in += c.deleted.len();
+                    report.files_out += c.added.len();
+                    report.rows_in += c.deleted.iter().map(|f| f.row_count).sum::<i64>();
+                    report.rows_out += c.added.iter().map(|f| f.row_count).sum::<i64>();
+                }
+                Ok(report)
+            }
+            Err(e) => {
+                self.discard(&changes).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Removes the output files of compactions that will not be committed.
+    async fn discard(&self, changes: &[BucketChange]) {
+        for c in changes {
+            for f in &c.added {
+                let _ = self.table.file_io().delete_file(&f.data_file_path(&c.bucket.bucket_path)).await;
+            }
+        }
+    }
+
+    /// The most sorted runs any bucket has now (what the stop trigger is compared with).
+    ///
+    /// # Errors
+    /// The latest snapshot cannot be planned.
+    pub async fn max_sorted_runs(&self) -> Result<usize> {
+        let sm = self.table.snapshot_manager();
+        let Some(id) = sm.get_latest_snapshot_id().await.map_err(paimon_err(&self.name, "read latest snapshot"))?
+        else {
+            return Ok(0);
+        };
+        let buckets = live_files(&self.table, &self.name, &Version::Snapshot(id)).await?;
+        Ok(buckets.iter().map(|b| sorted_runs(&b.files).len()).max().unwrap_or(0))
+    }
+}

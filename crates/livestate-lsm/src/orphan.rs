@@ -1,0 +1,79 @@
+//! Orphan cleanup: files in the table directory that no snapshot or tag references.
+//!
+//! A crash between writing files and committing them (a data commit, a compaction, an expiry
+//! cut short) leaves such files behind. Files younger than the safety window are left alone:
+//! they may belong to a commit still in progress.
+
+use std::time::Duration;
+
+use crate::error::{paimon_err, Result};
+use crate::files::Version;
+use crate::refs::{snapshot_refs, version_refs, Refs};
+use crate::Maintainer;
+
+/// What an orphan sweep removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OrphanReport {
+    pub files: u64,
+    pub bytes: u64,
+}
+
+impl Maintainer {
+    /// Deletes data files, manifests and snapshot leftovers that no snapshot or tag references
+    /// and that were last modified more than `older_than` before `now_ms`.
+    ///
+    /// # Errors
+    /// Listing the table or reading a snapshot's manifests failed; nothing is deleted then.
+    pub async fn remove_orphans(&self, older_than: Duration, now_ms: i64) -> Result<OrphanReport> {
+        let _busy = self.busy.lock().await;
+        let name = self.name.as_str();
+        let sm = self.table.snapshot_manager();
+        let mut report = OrphanReport::default();
+        let cutoff = now_ms - i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
+        let root = self.table.location().trim_end_matches('/').to_string();
+        // List before reading references: a file committed after the listing is not in it.
+        let listing =
+            self.table.file_io().list_status_recursive(&root).await.map_err(paimon_err(name, "list table files"))?;
+        let ids = sm.list_all_ids().await.map_err(paimon_err(name, "list snapshots"))?;
+        let mut keep = Refs::default();
+        if let Some(&earliest) = ids.first() {
+            let first = sm.get_snapshot(earliest).await.map_err(paimon_err(name, "read snapshot"))?;
+            keep.extend(version_refs(&self.table, name, &first, &Version::Snapshot(earliest)).await?);
+            for &id in &ids[1..] {
+                let s = sm.get_snapshot(id).await.map_err(paimon_err(name, "read snapshot"))?;
+                keep.extend(snapshot_refs(&self.table, name, &s, true).await?);
+            }
+        }
+        for (tag, snap) in self.table.tag_manager().list_all().await.map_err(paimon_err(name, "list tags"))? {
+            keep.extend(version_refs(&self.table, name, &snap, &Version::Tag(tag)).await?);
+        }
+        let earliest = ids.first().copied();
+        for status in listing.into_iter().filter(|s| !s.is_dir) {
+            let Some(modified) = status.last_modified else { continue };
+            if modified.timestamp_millis() > cutoff {
+                continue;
+            }
+            let rel = status.path.strip_prefix(&root).unwrap_or(&status.path).trim_start_matches('/');
+            let file = rel.rsplit('/').next().unwrap_or(rel);
+            let orphan = if rel.split('/').any(|p| p.starts_with("bucket-")) {
+                !keep.data.contains(file)
+            } else if let Some(m) = rel.strip_prefix("manifest/") {
+                !keep.manifests.contains(m)
+            } else if let Some(s) = rel.strip_prefix("snapshot/") {
+                // A snapshot below the earliest (an expiry cut short) or a temporary file.
+                match s.strip_prefix("snapshot-").and_then(|n| n.parse::<i64>().ok()) {
+                    Some(id) => earliest.is_some_and(|e| id < e),
+                    None => s.contains(".tmp"),
+                }
+            } else {
+                false
+            };
+            if orphan {
+                self.table.file_io().delete_file(&status.path).await.map_err(paimon_err(name, "delete orphan"))?;
+                report.files += 1;
+                report.bytes += status.size;
+            }
+        }
+        Ok(report)
+    }
+}
