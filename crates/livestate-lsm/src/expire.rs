@@ -100,14 +100,8 @@ impl Maintainer {
                     tm.delete(tag).await.map_err(paimon_err(name, "delete tag"))?;
                 }
             }
-            let to_snapshot =
-                sm.get_snapshot(to.max(from)).await.map_err(paimon_err(name, "read snapshot"))?;
-            let mut keep = version_refs(&self.table, name, &to_snapshot, &Version::Snapshot(to_snapshot.id())).await?;
-            keep.data.extend(kept_refs.data.iter().cloned());
-            keep.manifests.extend(kept_refs.manifests.iter().cloned());
-            // The retained snapshot `to` names in its own lists what it needs.
-            keep.extend(snapshot_refs(&self.table, name, &to_snapshot, false).await?);
-
+            let to_snapshot = sm.get_snapshot(to.max(from)).await.map_err(paimon_err(name, "read snapshot"))?;
+            let keep = self.keep_at(&to_snapshot, &kept_refs).await?;
             if from < to {
                 sm.write_earliest_hint(to).await.map_err(paimon_err(name, "write earliest hint"))?;
                 for id in from..to {
@@ -115,24 +109,7 @@ impl Maintainer {
                     report.snapshots += 1;
                 }
             }
-            let paths: HashMap<String, String> = if candidates.data.iter().any(|d| !keep.data.contains(d)) {
-                data_file_paths(&self.table, name).await?
-            } else {
-                HashMap::new()
-            };
-            for file in candidates.data.difference(&keep.data) {
-                if let Some(path) = paths.get(file) {
-                    self.table.file_io().delete_file(path).await.map_err(paimon_err(name, "delete data file"))?;
-                    report.data_files += 1;
-                }
-            }
-            for file in candidates.manifests.difference(&keep.manifests) {
-                let path = sm.manifest_path(file);
-                if self.table.file_io().exists(&path).await.map_err(paimon_err(name, "stat manifest"))? {
-                    self.table.file_io().delete_file(&path).await.map_err(paimon_err(name, "delete manifest"))?;
-                    report.manifest_files += 1;
-                }
-            }
+            self.delete_unreferenced(&candidates, &keep, &mut report).await?;
             progress(report.snapshots, total);
             from = to.max(from);
             if from >= target {
@@ -141,6 +118,80 @@ impl Maintainer {
         }
         report.earliest = Some(target.max(earliest).min(latest));
         Ok(report)
+    }
+
+    /// Deletes tag `tag` and the files only it referenced (Paimon's tag deletion).
+    ///
+    /// # Errors
+    /// The tag does not exist, or reading manifests or deleting files failed.
+    pub async fn delete_tag(&self, tag: &str) -> Result<ExpireReport> {
+        let _busy = self.busy.lock().await;
+        let name = self.name.as_str();
+        let sm = self.table.snapshot_manager();
+        let tm = self.table.tag_manager();
+        let mut report = ExpireReport::default();
+        let tagged = tm.get(tag).await.map_err(paimon_err(name, "read tag"))?.ok_or_else(|| {
+            crate::LsmError::Refused { table: name.into(), message: format!("there is no tag `{tag}`") }
+        })?;
+        let earliest = sm.list_all_ids().await.map_err(paimon_err(name, "list snapshots"))?.first().copied();
+        let candidates = match earliest {
+            // A tag on a retained snapshot holds nothing that snapshot does not.
+            Some(e) if tagged.id() < e => version_refs(&self.table, name, &tagged, &Version::Tag(tag.into())).await?,
+            _ => Refs::default(),
+        };
+        let mut kept_refs = Refs::default();
+        if let Some(e) = earliest {
+            for (other, snap) in tm.list_all().await.map_err(paimon_err(name, "list tags"))? {
+                if other != tag && snap.id() < e {
+                    kept_refs.extend(version_refs(&self.table, name, &snap, &Version::Tag(other)).await?);
+                }
+            }
+        }
+        tm.delete(tag).await.map_err(paimon_err(name, "delete tag"))?;
+        report.tags.push(tag.to_string());
+        if let Some(e) = earliest {
+            let earliest_snapshot = sm.get_snapshot(e).await.map_err(paimon_err(name, "read snapshot"))?;
+            let keep = self.keep_at(&earliest_snapshot, &kept_refs).await?;
+            self.delete_unreferenced(&candidates, &keep, &mut report).await?;
+        }
+        report.earliest = earliest;
+        Ok(report)
+    }
+
+    /// What must stay once `earliest` is the oldest snapshot and `kept_tags` (tags older than
+    /// it) remain: everything `earliest` sees or names, and everything those tags see.
+    async fn keep_at(&self, earliest: &Snapshot, kept_tags: &Refs) -> Result<Refs> {
+        let name = self.name.as_str();
+        let mut keep = version_refs(&self.table, name, earliest, &Version::Snapshot(earliest.id())).await?;
+        keep.data.extend(kept_tags.data.iter().cloned());
+        keep.manifests.extend(kept_tags.manifests.iter().cloned());
+        keep.extend(snapshot_refs(&self.table, name, earliest, false).await?);
+        Ok(keep)
+    }
+
+    /// Deletes the candidate files `keep` does not name.
+    async fn delete_unreferenced(&self, candidates: &Refs, keep: &Refs, report: &mut ExpireReport) -> Result<()> {
+        let name = self.name.as_str();
+        let io = self.table.file_io();
+        let paths: HashMap<String, String> = if candidates.data.iter().any(|d| !keep.data.contains(d)) {
+            data_file_paths(&self.table, name).await?
+        } else {
+            HashMap::new()
+        };
+        for file in candidates.data.difference(&keep.data) {
+            if let Some(path) = paths.get(file) {
+                io.delete_file(path).await.map_err(paimon_err(name, "delete data file"))?;
+                report.data_files += 1;
+            }
+        }
+        for file in candidates.manifests.difference(&keep.manifests) {
+            let path = self.table.snapshot_manager().manifest_path(file);
+            if io.exists(&path).await.map_err(paimon_err(name, "stat manifest"))? {
+                io.delete_file(&path).await.map_err(paimon_err(name, "delete manifest"))?;
+                report.manifest_files += 1;
+            }
+        }
+        Ok(())
     }
 
     async fn snapshot(&self, id: i64) -> Result<Option<Snapshot>> {

@@ -1,0 +1,175 @@
+//! Expiry, tags and orphan cleanup on a table that keeps being written and compacted.
+
+mod common;
+
+use std::time::Duration;
+
+use common::harness;
+use livestate_lsm::CompactMode;
+use paimon::spec::RowKind;
+
+const OPTIONS: [(&str, &str); 4] = [
+    ("snapshot.num-retained.min", "5"),
+    ("snapshot.time-retained", "1 ms"),
+    ("snapshot.expire.limit", "40"),
+    ("num-sorted-run.compaction-trigger", "4"),
+];
+
+fn now() -> i64 {
+    chrono::Utc::now().timestamp_millis() + 5
+}
+
+fn on_disk(h: &common::Harness) -> Vec<String> {
+    walk(&h.dir.path().join("wh/db.db/t"))
+        .iter()
+        .filter(|p| p.contains("/bucket-"))
+        .map(|p| p.rsplit('/').next().unwrap().to_string())
+        .collect()
+}
+
+async fn names(h: &common::Harness, v: livestate_lsm::Version) -> Vec<String> {
+    let files = livestate_lsm::live_files(&h.table, "db.t", &v).await.unwrap();
+    files.into_iter().flat_map(|b| b.files.into_iter().map(|f| f.file_name)).collect()
+}
+
+fn walk(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p.to_string_lossy().into_owned());
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_tag_reads_the_same_after_500_commits_compactions_and_expiry() {
+    let mut h = harness(&OPTIONS).await;
+    for i in 0..40i64 {
+        h.commit(&[(RowKind::Insert, (i % 30, Some(i), Some(format!("v{i}"))))]).await;
+    }
+    let tagged = h.read_all().await;
+    let latest = h.table.snapshot_manager().get_latest_snapshot().await.unwrap().unwrap();
+    h.table.tag_manager().create("audit", &latest).await.unwrap();
+
+    let mut compactions = 0;
+    let mut expired = 0;
+    for i in 0..500i64 {
+        let k = (i * 7) % 30;
+        let row = if i % 9 == 0 { (RowKind::Delete, (k, None, None)) } else { (RowKind::Insert, (k, Some(1000 + i), None)) };
+        h.commit(&[row]).await;
+        let r = h.maintainer.compact(CompactMode::Auto, |_, _| {}).await.unwrap();
+        compactions += usize::from(r.snapshot_id.is_some());
+        if i % 50 == 49 {
+            expired += h.maintainer.expire(now(), |_, _| {}).await.unwrap().snapshots;
+        }
+        let health = h.maintainer.health().await.unwrap();
+        assert!(health.buckets.iter().all(|b| b.sorted_runs <= 8), "{health:?}");
+    }
+    assert!(compactions > 50, "only {compactions} compactions");
+    assert!(expired > 400, "only {expired} snapshots expired");
+    assert_eq!(h.read_tag("audit").await, tagged, "the tag no longer reads as it did");
+
+    // Releasing the tag lets the next expiry delete what only the tag held.
+    let tag_files = names(&h, livestate_lsm::Version::Tag("audit".into())).await;
+    assert!(tag_files.iter().all(|f| on_disk(&h).contains(f)));
+    let current = h.read_all().await;
+    let report = h.maintainer.delete_tag("audit").await.unwrap();
+    assert!(report.data_files > 0, "{report:?}");
+    h.commit(&[(RowKind::Insert, (0, Some(1), None))]).await;
+    h.maintainer.compact(CompactMode::Full, |_, _| {}).await.unwrap();
+    for _ in 0..6 {
+        h.commit(&[(RowKind::Insert, (0, Some(1), None))]).await;
+    }
+    let report = h.maintainer.expire(now(), |_, _| {}).await.unwrap();
+    assert!(report.data_files > 0, "{report:?}");
+    let live = names(&h, livestate_lsm::Version::Snapshot(h.maintainer.health().await.unwrap().latest_snapshot.unwrap())).await;
+    let disk = on_disk(&h);
+    for f in &tag_files {
+        assert_eq!(disk.contains(f), live.contains(f), "{f}: only the released tag referenced it");
+    }
+    let mut expected = current;
+    expected.insert(0, (Some(1), expected.get(&0).and_then(|r| r.1.clone())));
+    assert_eq!(h.read_all().await, expected);
+}
+
+#[tokio::test]
+async fn a_tag_past_its_retention_expires_with_its_files() {
+    let mut h = harness(&OPTIONS).await;
+    h.commit(&[(RowKind::Insert, (1, Some(1), None))]).await;
+    let s = h.table.snapshot_manager().get_latest_snapshot().await.unwrap().unwrap();
+    h.table.tag_manager().create_with_retention("short", &s, Some("1 ms")).await.unwrap();
+    h.table.tag_manager().create_with_retention("long", &s, Some("1 d")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let report = h.maintainer.expire(now(), |_, _| {}).await.unwrap();
+    assert_eq!(report.tags, vec!["short".to_string()]);
+    let names = h.table.tag_manager().list_all_names().await.unwrap();
+    assert_eq!(names, vec!["long".to_string()]);
+}
+
+#[tokio::test]
+async fn expiry_keeps_the_retained_snapshots_and_moves_the_earliest_hint() {
+    let mut h = harness(&OPTIONS).await;
+    for i in 0..30 {
+        h.commit(&[(RowKind::Insert, (i, Some(i), None))]).await;
+    }
+    let expected = h.read_all().await;
+    let report = h.maintainer.expire(now(), |_, _| {}).await.unwrap();
+    assert_eq!(report.snapshots, 25);
+    assert_eq!(report.earliest, Some(26));
+    let sm = h.table.snapshot_manager();
+    assert_eq!(sm.earliest_snapshot_id().await.unwrap(), Some(26));
+    let hint = std::fs::read_to_string(h.dir.path().join("wh/db.db/t/snapshot/EARLIEST")).unwrap();
+    assert_eq!(hint.trim(), "26");
+    assert_eq!(h.read_all().await, expected);
+    // Nothing to do the second time.
+    assert_eq!(h.maintainer.expire(now(), |_, _| {}).await.unwrap().snapshots, 0);
+}
+
+#[tokio::test]
+async fn orphans_outside_the_safety_window_are_removed_and_young_ones_kept() {
+    let mut h = harness(&OPTIONS).await;
+    h.commit(&[(RowKind::Insert, (1, Some(1), None))]).await;
+    let expected = h.read_all().await;
+    let table_dir = h.dir.path().join("wh/db.db/t");
+    let orphan_data = table_dir.join("bucket-0/data-orphan-0.parquet");
+    let orphan_manifest = table_dir.join("manifest/manifest-orphan-0");
+    let orphan_tmp = table_dir.join("snapshot/snapshot-9.tmp-x");
+    for p in [&orphan_data, &orphan_manifest, &orphan_tmp] {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, b"left by a crash").unwrap();
+    }
+    let kept = h.maintainer.remove_orphans(Duration::from_secs(3600), now()).await.unwrap();
+    assert_eq!(kept.files, 0);
+    assert!(orphan_data.exists());
+    let removed = h.maintainer.remove_orphans(Duration::ZERO, now() + 1000).await.unwrap();
+    assert_eq!(removed.files, 3, "{removed:?}");
+    assert!(!orphan_data.exists() && !orphan_manifest.exists() && !orphan_tmp.exists());
+    assert_eq!(h.read_all().await, expected);
+}
+
+#[tokio::test]
+async fn compaction_commits_a_compact_snapshot_that_swaps_files() {
+    let mut h = harness(&[("num-sorted-run.compaction-trigger", "3")]).await;
+    for i in 0..6 {
+        h.commit(&[(RowKind::Insert, (i % 2, Some(i), None))]).await;
+    }
+    let expected = h.read_all().await;
+    let report = h.maintainer.compact(CompactMode::Full, |_, _| {}).await.unwrap();
+    let id = report.snapshot_id.expect("a snapshot");
+    let s = h.table.snapshot_manager().get_snapshot(id).await.unwrap();
+    assert_eq!(s.commit_kind().to_string(), "COMPACT");
+    assert_eq!(s.commit_user(), livestate_lsm::COMPACT_USER);
+    assert_eq!(report.files_in, 6);
+    assert_eq!(s.total_record_count(), Some(2));
+    assert_eq!(h.read_default().await, expected);
+    let health = h.maintainer.health().await.unwrap();
+    let levels: Vec<_> = health.buckets.iter().map(|b| b.files_per_level.clone()).collect();
+    // Trigger 3 means four levels; everything sits in the top one.
+    assert!(levels.iter().all(|l| l.len() == 4 && l[3] == 1 && l.iter().sum::<usize>() == 1), "{levels:?}");
+    // A second full compaction has nothing to do.
+    assert_eq!(h.maintainer.compact(CompactMode::Full, |_, _| {}).await.unwrap().snapshot_id, None);
+}
