@@ -92,6 +92,35 @@ Re-sending an id returns its original offset and appends nothing.\n\nExample:\n 
         #[arg(long)]
         json: bool,
     },
+    /// Compact a table's LSM tree now (what universal compaction picks, or everything with --full).
+    #[command(
+        after_help = "Commits a COMPACT snapshot that replaces the merged files. `livestate derive` also compacts on its\n\
+own, as each table's freshness budget says; this runs it by hand (the directory must not be in use).\n\nExamples:\n  livestate compact --dir ./acme stock\n  livestate compact --dir ./acme item_first_seen --full"
+    )]
+    Compact {
+        #[arg(long, default_value = "./livestate-data", env = "LIVESTATE_DIR")]
+        dir: PathBuf,
+        /// State table name, or record.events
+        table: String,
+        /// Merge every bucket into one sorted run at the top level, dropping deletes
+        #[arg(long)]
+        full: bool,
+    },
+    /// Expire old snapshots and tags and delete the files only they referenced, then remove orphans.
+    #[command(
+        after_help = "Retention follows each table's Paimon options: snapshot.num-retained.min (10), snapshot.num-retained.max,\n\
+snapshot.time-retained (1 h), tag.default-time-retained. Files no snapshot or tag references (left by a crash)\n\
+are removed once older than --orphans-older-than.\n\nExamples:\n  livestate expire --dir ./acme\n  livestate expire --dir ./acme stock --orphans-older-than 0s"
+    )]
+    Expire {
+        #[arg(long, default_value = "./livestate-data", env = "LIVESTATE_DIR")]
+        dir: PathBuf,
+        /// One table (state table name or record.events) [default: every table]
+        table: Option<String>,
+        /// Safety window for orphan files, e.g. `1h`, `30min`, `0s`
+        #[arg(long, default_value = "1h", value_parser = parse_window)]
+        orphans_older_than: std::time::Duration,
+    },
     /// Run the example company: init, generated events from three modules, derive, print state.
     #[command(after_help = "Example:\n  livestate demo\n  livestate demo --dir /tmp/acme --seed 42")]
     Demo {
@@ -107,4 +136,9 @@ Re-sending an id returns its original offset and appends nothing.\n\nExample:\n 
         #[arg(long, default_value_t = 40)]
         orders: usize,
     },
+}
+
+fn parse_window(v: &str) -> Result<std::time::Duration, String> {
+    livestate_lsm::parse_duration(v)
+        .ok_or_else(|| format!("`{v}` is not a duration such as `1h`, `30min` or `0s`"))
 }

@@ -31,6 +31,8 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
         }
         Command::Tables { dir, json } => tables(&dir, json).await,
         Command::Demo { dir, seed, items, orders } => demo(&dir, seed, items, orders).await,
+        Command::Compact { dir, table, full } => compact(&dir, &table, full).await,
+        Command::Expire { dir, table, orphans_older_than } => expire(&dir, table, orphans_older_than).await,
     }
 }
 
@@ -142,6 +144,7 @@ async fn derive(dir: &Path, once: bool, commit_every: u64) -> anyhow::Result<()>
         }
     }
     let commits = derivers.commit_all().await?;
+    derivers.finish().await;
     derivers.write_status(&ls.record)?;
     eprintln!("stopped after {commits} final commit(s)");
     Ok(())
@@ -218,6 +221,79 @@ async fn tables(dir: &Path, json: bool) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&infos)?);
     } else {
         print!("{}", render::tables(&infos));
+    }
+    Ok(())
+}
+
+fn count_bar(what: &str) -> ProgressBar {
+    let pb = ProgressBar::new(0);
+    pb.set_style(
+        ProgressStyle::with_template(&format!("{{spinner}} {what} {{pos}}/{{len}} [{{bar:30}}] eta {{eta}}"))
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    pb
+}
+
+async fn compact(dir: &Path, table: &str, full: bool) -> anyhow::Result<()> {
+    let ls = Livestate::open(dir).await?;
+    let m = ls.maintainer(table).await?;
+    let mode = if full { livestate_lsm::CompactMode::Full } else { livestate_lsm::CompactMode::Auto };
+    let pb = count_bar("compacting buckets");
+    let started = Instant::now();
+    let r = m
+        .compact(mode, |done, total| {
+            pb.set_length(total as u64);
+            pb.set_position(done as u64);
+        })
+        .await?;
+    pb.finish_and_clear();
+    match r.snapshot_id {
+        Some(id) if r.buckets > 0 => println!(
+            "{}: compacted {} bucket(s), {} file(s) ({} rows) into {} file(s) ({} rows) in {:.0} ms; COMPACT snapshot {id}",
+            m.name(),
+            r.buckets,
+            r.files_in,
+            r.rows_in,
+            r.files_out,
+            r.rows_out,
+            started.elapsed().as_secs_f64() * 1000.0
+        ),
+        Some(id) => println!("{}: merged the manifests into COMPACT snapshot {id}", m.name()),
+        None => println!("{}: nothing to compact", m.name()),
+    }
+    Ok(())
+}
+
+async fn expire(dir: &Path, table: Option<String>, orphans_older_than: Duration) -> anyhow::Result<()> {
+    let ls = Livestate::open(dir).await?;
+    let names = match table {
+        Some(t) => vec![t],
+        None => ls.table_names(),
+    };
+    for name in names {
+        let m = ls.maintainer(&name).await?;
+        let pb = count_bar(&format!("expiring {}", m.name()));
+        let now = chrono::Utc::now().timestamp_millis();
+        let r = m
+            .expire(now, |done, total| {
+                pb.set_length(total);
+                pb.set_position(done);
+            })
+            .await?;
+        pb.finish_and_clear();
+        let o = m.remove_orphans(orphans_older_than, now).await?;
+        println!(
+            "{}: expired {} snapshot(s){}, deleted {} data file(s) and {} manifest file(s); earliest snapshot {}; removed {} orphan file(s) ({} bytes)",
+            m.name(),
+            r.snapshots,
+            if r.tags.is_empty() { String::new() } else { format!(" and tag(s) {}", r.tags.join(", ")) },
+            r.data_files,
+            r.manifest_files,
+            r.earliest.map_or("-".into(), |e| e.to_string()),
+            o.files,
+            o.bytes
+        );
     }
     Ok(())
 }

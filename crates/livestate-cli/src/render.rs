@@ -58,7 +58,19 @@ pub fn receipt_line(r: &Receipt) -> String {
 /// `livestate tables` as text.
 pub fn tables(infos: &[TableInfo]) -> String {
     let header: Vec<String> =
-        ["table", "merge engine", "buckets", "budget", "snapshot", "offset", "lag", "files", "rows in files"]
+        [
+            "table",
+            "merge engine",
+            "budget",
+            "snapshot",
+            "offset",
+            "lag",
+            "snapshots kept",
+            "tags",
+            "files per bucket",
+            "sorted runs",
+            "rows in files",
+        ]
             .iter()
             .map(|s| s.to_string())
             .collect();
@@ -71,15 +83,29 @@ pub fn tables(infos: &[TableInfo]) -> String {
                 (Some(l), _) => format_lag(l),
                 (None, _) => "?".into(),
             };
+            let h = &t.health;
+            let per_bucket = |f: &dyn Fn(&livestate_lsm::BucketHealth) -> usize| {
+                if h.buckets.is_empty() {
+                    "-".to_string()
+                } else {
+                    h.buckets.iter().map(|b| f(b).to_string()).collect::<Vec<_>>().join(" ")
+                }
+            };
+            let kept = match (h.earliest_snapshot, h.latest_snapshot) {
+                (Some(e), Some(l)) => format!("{} ({e}..{l})", h.snapshots),
+                _ => "0".into(),
+            };
             vec![
                 t.name.clone(),
                 t.merge_engine.clone(),
-                t.buckets.clone(),
                 r.budget.clone(),
                 r.snapshot_id.map_or("-".into(), |s| s.to_string()),
                 r.offset.to_string(),
                 lag,
-                t.data_files.to_string(),
+                kept,
+                h.tags.len().to_string(),
+                per_bucket(&|b| b.files),
+                per_bucket(&|b| b.sorted_runs),
                 t.total_rows_in_files.map_or("-".into(), |n| n.to_string()),
             ]
         })

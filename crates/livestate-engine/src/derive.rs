@@ -11,6 +11,7 @@ use crate::error::EngineError;
 use crate::layout::{Layout, Status, TableProgress};
 use crate::schema::{archive_row, ARCHIVE_TABLE, RECORD_DB, STATE_DB};
 use crate::sink::TableSink;
+use crate::upkeep::{Cadence, Upkeep};
 
 /// Events read from the record per step.
 const READ_CHUNK: usize = 4096;
@@ -48,6 +49,7 @@ pub struct Derivers {
     /// One per state table, indexed like `spec.tables`.
     tables: Vec<StateSink>,
     archive: TableSink,
+    archive_upkeep: Upkeep,
 }
 
 struct StateSink {
@@ -55,6 +57,7 @@ struct StateSink {
     sink: TableSink,
     /// When a nightly table last committed.
     last_nightly_commit: Option<chrono::DateTime<chrono::Utc>>,
+    upkeep: Upkeep,
 }
 
 impl Derivers {
@@ -66,10 +69,21 @@ impl Derivers {
         let mut tables = Vec::new();
         for t in spec.tables.values() {
             let sink = TableSink::open(catalog, STATE_DB, &t.name, true).await?;
-            tables.push(StateSink { freshness: t.freshness, sink, last_nightly_commit: None });
+            let upkeep = Upkeep::new(Cadence::of(&t.freshness));
+            tables.push(StateSink { freshness: t.freshness, sink, last_nightly_commit: None, upkeep });
         }
         let archive = TableSink::open(catalog, RECORD_DB, ARCHIVE_TABLE, false).await?;
-        let mut d = Derivers { layout: layout.clone(), tables, archive };
+        let archive_upkeep = Upkeep::new(Cadence::Background);
+        // This process holds the write lock and no writer has written yet, so every file no
+        // snapshot or tag references is left over from a crash: remove it now.
+        let now = chrono::Utc::now().timestamp_millis();
+        for sink in tables.iter().map(|t| &t.sink).chain(std::iter::once(&archive)) {
+            let removed = sink.maintainer.remove_orphans(Duration::ZERO, now).await?;
+            if removed.files > 0 {
+                tracing::info!(table = %sink.name, files = removed.files, "removed files left by an earlier crash");
+            }
+        }
+        let mut d = Derivers { layout: layout.clone(), tables, archive, archive_upkeep };
         // The status file may say a table was checked past its last snapshot (events that did not
         // touch it). It is trusted only while that snapshot is still the table's latest.
         if let Some(status) = Status::load(layout) {
@@ -224,12 +238,20 @@ impl Derivers {
                     due
                 }
             };
-            if due && t.sink.commit().await?.is_some() {
-                commits += 1;
+            if due {
+                t.upkeep.before_commit(&t.sink.maintainer).await;
+                if t.sink.commit().await?.is_some() {
+                    commits += 1;
+                    t.upkeep.after_commit(&t.sink.maintainer, false).await;
+                }
             }
         }
-        if waited(&self.archive, ARCHIVE_COMMIT_INTERVAL) && self.archive.commit().await?.is_some() {
-            commits += 1;
+        if waited(&self.archive, ARCHIVE_COMMIT_INTERVAL) {
+            self.archive_upkeep.before_commit(&self.archive.maintainer).await;
+            if self.archive.commit().await?.is_some() {
+                commits += 1;
+                self.archive_upkeep.after_commit(&self.archive.maintainer, false).await;
+            }
         }
         Ok(DeriveReport { events, rows, commits, through: self.position() })
     }
@@ -240,12 +262,23 @@ impl Derivers {
     /// Paimon errors.
     pub async fn commit_all(&mut self) -> Result<u64, EngineError> {
         let mut commits = 0;
-        for s in self.sinks_mut() {
-            if s.commit().await?.is_some() {
+        let archive = std::iter::once((&mut self.archive, &mut self.archive_upkeep));
+        for (sink, upkeep) in self.tables.iter_mut().map(|t| (&mut t.sink, &mut t.upkeep)).chain(archive) {
+            upkeep.before_commit(&sink.maintainer).await;
+            if sink.commit().await?.is_some() {
                 commits += 1;
+                upkeep.after_commit(&sink.maintainer, true).await;
             }
         }
         Ok(commits)
+    }
+
+    /// Waits for background compactions and expiries (call before exiting).
+    pub async fn finish(&mut self) {
+        let archive = std::iter::once((&self.archive, &mut self.archive_upkeep));
+        for (sink, upkeep) in self.tables.iter_mut().map(|t| (&t.sink, &mut t.upkeep)).chain(archive) {
+            upkeep.finish(&sink.name).await;
+        }
     }
 
     /// Writes the status file: each table's snapshot, checked-through offset and lag.

@@ -29,6 +29,9 @@ pub enum EngineError {
     Spec(#[from] SpecError),
     #[error(transparent)]
     Record(#[from] RecordError),
+    /// Compaction, expiry or orphan cleanup failed.
+    #[error(transparent)]
+    Maintenance(#[from] livestate_lsm::LsmError),
     /// A Paimon operation on a table failed.
     #[error("paimon table {table}: {what}: {source}")]
     Paimon {

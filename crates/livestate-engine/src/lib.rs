@@ -14,6 +14,7 @@ pub mod read;
 mod rows;
 pub mod schema;
 mod sink;
+mod upkeep;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -202,6 +203,35 @@ impl Livestate {
     /// Paimon errors.
     pub async fn derivers(&self) -> Result<Derivers, EngineError> {
         Derivers::open(&self.catalog, &self.spec, &self.layout).await
+    }
+
+    /// Every table this directory keeps: the state tables in spec order, then the
+    /// `record.events` archive.
+    pub fn table_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.spec.tables.keys().cloned().collect();
+        names.push(format!("{RECORD_DB}.{ARCHIVE_TABLE}"));
+        names
+    }
+
+    /// Compaction, expiry and orphan cleanup of a state table (by name) or of `record.events`.
+    /// This process holds the directory's write lock, so nothing else commits meanwhile.
+    ///
+    /// # Errors
+    /// An unknown table, or a maintenance option of the table that cannot be used.
+    pub async fn maintainer(&self, table: &str) -> Result<livestate_lsm::Maintainer, EngineError> {
+        let (t, full) = if table == format!("{RECORD_DB}.{ARCHIVE_TABLE}") {
+            let t = self
+                .catalog
+                .get_table(&Identifier::new(RECORD_DB, ARCHIVE_TABLE))
+                .await
+                .map_err(paimon_err(table, "open"))?;
+            (t, table.to_string())
+        } else {
+            let bare = table.strip_prefix("state.").unwrap_or(table);
+            let (t, ts) = read::get_table(&self.catalog, &self.spec, bare).await?;
+            (t, format!("{STATE_DB}.{}", ts.name))
+        };
+        Ok(livestate_lsm::Maintainer::new(t, full, livestate_lsm::CommitLock::default())?)
     }
 
     /// How this process measures lag: against its own record.

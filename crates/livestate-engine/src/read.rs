@@ -85,8 +85,10 @@ pub struct TableInfo {
     pub merge_engine: String,
     pub buckets: String,
     pub receipt: Receipt,
-    pub data_files: usize,
+    /// Rows in the data files of the latest snapshot (before merging).
     pub total_rows_in_files: Option<i64>,
+    /// Files, levels and sorted runs per bucket; snapshots and tags.
+    pub health: livestate_lsm::TableHealth,
 }
 
 /// How lag is measured: against the record (when this process may open it) or from the status
@@ -334,27 +336,21 @@ pub async fn tables(
         let (table, _) = get_table(catalog, spec, &ts.name).await?;
         let receipt = latest_receipt(&table, ts, lag).await?;
         let full = format!("{STATE_DB}.{}", ts.name);
-        let (files, total) = if receipt.snapshot_id.is_some() {
-            let rb = table.new_read_builder();
-            let plan =
-                rb.new_scan().with_scan_all_files().plan().await.map_err(paimon_err(&full, "plan scan"))?;
-            let files = plan.splits().iter().map(|s| s.data_files().len()).sum();
-            let snap = table
-                .snapshot_manager()
-                .get_latest_snapshot()
-                .await
-                .map_err(paimon_err(&full, "read snapshot"))?;
-            (files, snap.and_then(|s| s.total_record_count()))
-        } else {
-            (0, None)
-        };
+        let total = table
+            .snapshot_manager()
+            .get_latest_snapshot()
+            .await
+            .map_err(paimon_err(&full, "read snapshot"))?
+            .and_then(|s| s.total_record_count());
+        let maintainer = livestate_lsm::Maintainer::new(table, full, livestate_lsm::CommitLock::default())?;
+        let health = maintainer.health().await?;
         out.push(TableInfo {
             name: ts.name.clone(),
             merge_engine: ts.merge_engine.as_str().to_string(),
             buckets: ts.options.get("bucket").cloned().unwrap_or_else(|| "1".into()),
             receipt,
-            data_files: files,
             total_rows_in_files: total,
+            health,
         });
     }
     Ok(out)

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use arrow_schema::Schema as ArrowSchema;
+use livestate_lsm::{CommitLock, Maintainer};
 use paimon::catalog::Identifier;
 use paimon::spec::Snapshot;
 use paimon::{Catalog, FileSystemCatalog, Table, TableCommit, TableWrite};
@@ -33,6 +34,10 @@ pub(crate) struct TableSink {
     pub snapshot_id: Option<i64>,
     /// When the oldest event not yet committed was recorded (ms since the epoch).
     pub oldest_uncommitted_ms: Option<i64>,
+    /// Taken by every commit to the table, data or compaction.
+    commit_lock: CommitLock,
+    /// Compaction, expiry and orphan cleanup of this table.
+    pub maintainer: Maintainer,
 }
 
 /// The latest snapshot written by livestate, scanning back past snapshots of other writers.
@@ -74,6 +79,8 @@ impl TableSink {
         let write = wb.new_write().map_err(paimon_err(&full, "writer"))?;
         let commit = wb.new_commit();
         let schema = rows::write_schema(&table, with_kind).map_err(paimon_err(&full, "schema"))?;
+        let commit_lock = CommitLock::default();
+        let maintainer = Maintainer::new(table.clone(), full.clone(), commit_lock.clone())?;
         Ok(TableSink {
             name: full,
             table,
@@ -86,6 +93,8 @@ impl TableSink {
             committed,
             snapshot_id,
             oldest_uncommitted_ms: None,
+            commit_lock,
+            maintainer,
         })
     }
 
@@ -120,6 +129,7 @@ impl TableSink {
         }
         let messages = self.write.prepare_commit().await.map_err(paimon_err(&self.name, "prepare commit"))?;
         let identifier = i64::try_from(self.position).expect("record offsets fit i64");
+        let _guard = self.commit_lock.lock().await;
         self.commit
             .commit_with_identifier(messages, identifier)
             .await

@@ -22,7 +22,7 @@ use crate::refs::{data_file_paths, snapshot_refs, version_refs, Refs};
 use crate::Maintainer;
 
 /// What an expiry removed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ExpireReport {
     pub snapshots: u64,
     pub tags: Vec<String>,

@@ -6,7 +6,7 @@ use crate::pick::sorted_runs;
 use crate::Maintainer;
 
 /// One bucket of the latest snapshot.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct BucketHealth {
     pub bucket: i32,
     pub files: usize,
@@ -18,14 +18,14 @@ pub struct BucketHealth {
 }
 
 /// A tag and the snapshot it pins.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct TagInfo {
     pub name: String,
     pub snapshot_id: i64,
 }
 
 /// The shape of a table right now.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TableHealth {
     pub latest_snapshot: Option<i64>,
     pub earliest_snapshot: Option<i64>,

@@ -63,7 +63,7 @@ pub enum CompactMode {
 }
 
 /// What a compaction did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CompactReport {
     /// The COMPACT snapshot committed, if anything changed.
     pub snapshot_id: Option<i64>,

@@ -12,7 +12,7 @@ use crate::refs::{snapshot_refs, version_refs, Refs};
 use crate::Maintainer;
 
 /// What an orphan sweep removed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct OrphanReport {
     pub files: u64,
     pub bytes: u64,

@@ -1,0 +1,150 @@
+//! Table upkeep driven by freshness budgets: when each table compacts and expires.
+//!
+//! | budget            | compaction                                              |
+//! |-------------------|---------------------------------------------------------|
+//! | under a minute    | in the background after each commit; commits only wait  |
+//! |                   | when the bucket's sorted runs reach the stop trigger     |
+//! | a minute or more  | right after a commit, when universal compaction picks   |
+//! | nightly           | a full compaction right after the nightly commit        |
+//!
+//! `full-compaction.delta-commits` turns every n-th compaction into a full one. Expiry runs in
+//! the background at most once a minute per table; it never takes the commit lock.
+//! Maintenance failures are logged and reported, never fatal to derivation: the state is
+//! still correct, only less compact.
+
+use std::time::{Duration, Instant};
+
+use livestate_lsm::{CompactMode, CompactReport, ExpireReport, LsmError, Maintainer};
+use livestate_spec::Freshness;
+use tokio::task::JoinHandle;
+
+/// How often a table's snapshots are expired while deriving.
+const EXPIRE_EVERY: Duration = Duration::from_secs(60);
+
+/// Budgets below this compact in the background.
+const BACKGROUND_BELOW: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cadence {
+    Background,
+    AfterCommit,
+    Nightly,
+}
+
+impl Cadence {
+    pub fn of(f: &Freshness) -> Cadence {
+        match f {
+            Freshness::Within(d) if *d < BACKGROUND_BELOW => Cadence::Background,
+            Freshness::Within(_) => Cadence::AfterCommit,
+            Freshness::Nightly { .. } => Cadence::Nightly,
+        }
+    }
+}
+
+pub(crate) struct Upkeep {
+    cadence: Cadence,
+    compacting: Option<JoinHandle<Result<CompactReport, LsmError>>>,
+    expiring: Option<JoinHandle<Result<ExpireReport, LsmError>>>,
+    /// Data commits since the running background compaction started.
+    commits_while_compacting: usize,
+    commits_since_full: u64,
+    last_expire: Option<Instant>,
+    /// The latest maintenance failure, for status reporting.
+    pub last_error: Option<String>,
+}
+
+impl Upkeep {
+    pub fn new(cadence: Cadence) -> Upkeep {
+        Upkeep {
+            cadence,
+            compacting: None,
+            expiring: None,
+            commits_while_compacting: 0,
+            commits_since_full: 0,
+            last_expire: None,
+            last_error: None,
+        }
+    }
+
+    fn record<T>(&mut self, name: &str, what: &str, r: Result<Result<T, LsmError>, tokio::task::JoinError>) {
+        let err = match r {
+            Ok(Ok(_)) => return,
+            Ok(Err(e)) => e.to_string(),
+            Err(e) => e.to_string(),
+        };
+        tracing::warn!(table = name, "{what} failed: {err}");
+        self.last_error = Some(format!("{what}: {err}"));
+    }
+
+    /// Collects finished background work; waits for a running compaction when the table's
+    /// sorted runs may have reached `num-sorted-run.stop-trigger` (each data commit adds at
+    /// most one run per bucket), so a write-heavy table cannot outrun its compaction.
+    pub async fn before_commit(&mut self, m: &Maintainer) {
+        let opts = m.compaction_options();
+        let must_wait = opts.trigger + self.commits_while_compacting >= opts.stop_trigger;
+        if let Some(h) = self.compacting.take_if(|h| must_wait || h.is_finished()) {
+            let r = h.await;
+            self.record(m.name(), "compaction", r);
+            self.commits_while_compacting = 0;
+        }
+        if let Some(h) = self.expiring.take_if(|h| h.is_finished()) {
+            let r = h.await;
+            self.record(m.name(), "expiry", r);
+        }
+    }
+
+    fn mode(&mut self, m: &Maintainer) -> CompactMode {
+        self.commits_since_full += 1;
+        match m.compaction_options().full_delta_commits {
+            Some(n) if self.commits_since_full >= n => {
+                self.commits_since_full = 0;
+                CompactMode::Full
+            }
+            _ => CompactMode::Auto,
+        }
+    }
+
+    /// After a data commit: compacts as the table's budget says and starts an expiry when one
+    /// is due. `inline` runs background work in place (catch-up and shutdown).
+    pub async fn after_commit(&mut self, m: &Maintainer, inline: bool) {
+        let mode = match self.cadence {
+            Cadence::Nightly => CompactMode::Full,
+            _ => self.mode(m),
+        };
+        if self.cadence == Cadence::Background && !inline {
+            if self.compacting.is_some() {
+                self.commits_while_compacting += 1;
+            } else {
+                let m = m.clone();
+                self.compacting = Some(tokio::spawn(async move { m.compact(mode, |_, _| {}).await }));
+            }
+        } else {
+            let r = m.compact(mode, |_, _| {}).await;
+            self.record(m.name(), "compaction", Ok(r));
+        }
+        if self.last_expire.is_none_or(|t| t.elapsed() >= EXPIRE_EVERY) && self.expiring.is_none() {
+            self.last_expire = Some(Instant::now());
+            let name = m.name().to_string();
+            let m = m.clone();
+            let task = async move { m.expire(chrono::Utc::now().timestamp_millis(), |_, _| {}).await };
+            if inline {
+                let r = task.await;
+                self.record(&name, "expiry", Ok(r));
+            } else {
+                self.expiring = Some(tokio::spawn(task));
+            }
+        }
+    }
+
+    /// Waits for background work (at shutdown).
+    pub async fn finish(&mut self, name: &str) {
+        if let Some(h) = self.compacting.take() {
+            let r = h.await;
+            self.record(name, "compaction", r);
+        }
+        if let Some(h) = self.expiring.take() {
+            let r = h.await;
+            self.record(name, "expiry", r);
+        }
+    }
+}
