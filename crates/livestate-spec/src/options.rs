@@ -28,9 +28,12 @@ const AGGREGATE_FUNCTIONS: [&str; 12] = [
 ];
 
 /// Options whose value is a positive integer.
-const INT_OPTIONS: [&str; 7] = [
+const INT_OPTIONS: [&str; 10] = [
     "num-sorted-run.compaction-trigger",
     "num-sorted-run.stop-trigger",
+    "num-levels",
+    "manifest.merge-min-count",
+    "snapshot.expire.limit",
     "compaction.max-size-amplification-percent",
     "compaction.size-ratio",
     "full-compaction.delta-commits",
