@@ -108,3 +108,85 @@ fn kill_9_mid_derivation_loses_and_doubles_nothing() {
         );
     });
 }
+
+/// Every data file under a table's bucket directories.
+fn data_files_on_disk(table_dir: &Path) -> usize {
+    let mut n = 0;
+    for e in std::fs::read_dir(table_dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() && p.file_name().unwrap().to_string_lossy().starts_with("bucket-") {
+            n += std::fs::read_dir(&p).unwrap().count();
+        }
+    }
+    n
+}
+
+fn all_rows(dir: &Path, tables: &[&str]) -> Vec<Value> {
+    tables
+        .iter()
+        .map(|t| {
+            let v: Value = serde_json::from_str(&ok(livestate(dir, &["read", t, "--json"]))).unwrap();
+            v["rows"].clone()
+        })
+        .collect()
+}
+
+#[test]
+fn kill_9_during_compaction_or_expiry_keeps_every_row_and_leftovers_are_cleaned() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("d");
+    // No compaction while deriving (a trigger never reached), one snapshot retained after expiry.
+    let spec = tmp.path().join("spec");
+    std::fs::create_dir_all(&spec).unwrap();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/company");
+    for name in ["events.toml", "mappings.toml", "tables.toml"] {
+        let text = std::fs::read_to_string(examples.join(name)).unwrap().replace(
+            "bucket = \"",
+            "\"num-sorted-run.compaction-trigger\" = \"1000\", \"snapshot.num-retained.min\" = \"1\", \"snapshot.time-retained\" = \"1 ms\", bucket = \"",
+        );
+        std::fs::write(spec.join(name), text).unwrap();
+    }
+    ok(livestate(&dir, &["init", "--spec", spec.to_str().unwrap()]));
+    let cfg = livestate_sim::SimConfig { items: 60, orders: 3000, jobs: 200, ..Default::default() };
+    let events = livestate_sim::company_events(&cfg);
+    let mut emit =
+        livestate(&dir, &["emit", "-"]).stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
+    emit.stdin.take().unwrap().write_all(livestate_sim::to_json_lines(&events).as_bytes()).unwrap();
+    assert!(emit.wait().unwrap().success());
+    ok(livestate(&dir, &["derive", "--once", "--commit-every", "250"]));
+
+    let tables = ["stock", "work_queue", "open_orders", "reservations_total", "item_first_seen"];
+    let before = all_rows(&dir, &tables);
+    let mut kills_mid_run = 0;
+    for (i, delay_ms) in [60u64, 120, 30, 180, 90, 240, 150, 45].into_iter().enumerate() {
+        let table = tables[i % tables.len()];
+        let args: Vec<&str> =
+            if i % 2 == 0 { vec!["compact", table, "--full"] } else { vec!["expire", "--orphans-older-than", "1h"] };
+        let mut child = livestate(&dir, &args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_millis(delay_ms) && child.try_wait().unwrap().is_none() {
+            std::thread::sleep(Duration::from_millis(3));
+        }
+        if child.try_wait().unwrap().is_none() {
+            kills_mid_run += 1;
+            child.kill().unwrap();
+        }
+        child.wait().unwrap();
+        assert_eq!(all_rows(&dir, &tables), before, "rows changed after {args:?} was killed at {delay_ms} ms");
+    }
+    assert!(kills_mid_run >= 3, "compaction or expiry must have been killed mid-run, was {kills_mid_run} times");
+
+    // Finishing the work and sweeping with no safety window leaves exactly the live files.
+    for t in tables {
+        ok(livestate(&dir, &["compact", t, "--full"]));
+    }
+    ok(livestate(&dir, &["expire", "--orphans-older-than", "0s"]));
+    assert_eq!(all_rows(&dir, &tables), before);
+    let info: Value = serde_json::from_str(&ok(livestate(&dir, &["tables", "--json"]))).unwrap();
+    for t in info.as_array().unwrap() {
+        let name = t["name"].as_str().unwrap();
+        let live: u64 = t["health"]["buckets"].as_array().unwrap().iter().map(|b| b["files"].as_u64().unwrap()).sum();
+        let on_disk = data_files_on_disk(&dir.join("warehouse/state.db").join(name));
+        assert_eq!(on_disk as u64, live, "{name}: files on disk beyond the live ones");
+    }
+}
