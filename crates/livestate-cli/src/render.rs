@@ -57,23 +57,22 @@ pub fn receipt_line(r: &Receipt) -> String {
 
 /// `livestate tables` as text.
 pub fn tables(infos: &[TableInfo]) -> String {
-    let header: Vec<String> =
-        [
-            "table",
-            "merge engine",
-            "budget",
-            "snapshot",
-            "offset",
-            "lag",
-            "snapshots kept",
-            "tags",
-            "files per bucket",
-            "sorted runs",
-            "rows in files",
-        ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+    let header: Vec<String> = [
+        "table",
+        "merge engine",
+        "budget",
+        "snapshot",
+        "offset",
+        "lag",
+        "snapshots kept",
+        "tags",
+        "files per bucket",
+        "sorted runs",
+        "rows in files",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let cells: Vec<Vec<String>> = infos
         .iter()
         .map(|t| {

@@ -160,8 +160,11 @@ fn kill_9_during_compaction_or_expiry_keeps_every_row_and_leftovers_are_cleaned(
     let mut kills_mid_run = 0;
     for (i, delay_ms) in [60u64, 120, 30, 180, 90, 240, 150, 45].into_iter().enumerate() {
         let table = tables[i % tables.len()];
-        let args: Vec<&str> =
-            if i % 2 == 0 { vec!["compact", table, "--full"] } else { vec!["expire", "--orphans-older-than", "1h"] };
+        let args: Vec<&str> = if i % 2 == 0 {
+            vec!["compact", table, "--full"]
+        } else {
+            vec!["expire", "--orphans-older-than", "1h"]
+        };
         let mut child = livestate(&dir, &args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
         let started = Instant::now();
         while started.elapsed() < Duration::from_millis(delay_ms) && child.try_wait().unwrap().is_none() {
@@ -172,9 +175,16 @@ fn kill_9_during_compaction_or_expiry_keeps_every_row_and_leftovers_are_cleaned(
             child.kill().unwrap();
         }
         child.wait().unwrap();
-        assert_eq!(all_rows(&dir, &tables), before, "rows changed after {args:?} was killed at {delay_ms} ms");
+        assert_eq!(
+            all_rows(&dir, &tables),
+            before,
+            "rows changed after {args:?} was killed at {delay_ms} ms"
+        );
     }
-    assert!(kills_mid_run >= 3, "compaction or expiry must have been killed mid-run, was {kills_mid_run} times");
+    assert!(
+        kills_mid_run >= 3,
+        "compaction or expiry must have been killed mid-run, was {kills_mid_run} times"
+    );
 
     // Finishing the work and sweeping with no safety window leaves exactly the live files.
     for t in tables {
@@ -185,7 +195,8 @@ fn kill_9_during_compaction_or_expiry_keeps_every_row_and_leftovers_are_cleaned(
     let info: Value = serde_json::from_str(&ok(livestate(&dir, &["tables", "--json"]))).unwrap();
     for t in info.as_array().unwrap() {
         let name = t["name"].as_str().unwrap();
-        let live: u64 = t["health"]["buckets"].as_array().unwrap().iter().map(|b| b["files"].as_u64().unwrap()).sum();
+        let live: u64 =
+            t["health"]["buckets"].as_array().unwrap().iter().map(|b| b["files"].as_u64().unwrap()).sum();
         let on_disk = data_files_on_disk(&dir.join("warehouse/state.db").join(name));
         assert_eq!(on_disk as u64, live, "{name}: files on disk beyond the live ones");
     }

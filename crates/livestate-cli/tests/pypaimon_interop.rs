@@ -167,7 +167,8 @@ fn pypaimon_reads_every_table_after_compaction_and_expiry() {
         emit(&dir, &livestate_sim::to_json_lines(chunk));
         livestate(&dir, &["derive", "--once", "--commit-every", "40"]);
     }
-    let tables = ["stock", "work_queue", "open_orders", "supplier_risk", "approval_inbox", "reservations_total"];
+    let tables =
+        ["stock", "work_queue", "open_orders", "supplier_risk", "approval_inbox", "reservations_total"];
     let before: Vec<Vec<String>> = tables.iter().map(|t| livestate_rows(&dir, t, &[])).collect();
     for t in tables.iter().chain(&["item_first_seen", "record.events"]) {
         livestate(&dir, &["compact", t, "--full"]);

@@ -3,11 +3,11 @@
 //! grown past `manifest.merge-min-count`. Built only from the `paimon` crate's public spec API.
 
 use paimon::spec::{
-    BinaryRow, CommitKind, DataFileMeta, DataType, Datum, FileKind, Manifest, ManifestEntry, ManifestFileMeta,
-    ManifestList, Snapshot,
+    BinaryRow, CommitKind, DataFileMeta, DataType, Datum, FileKind, Manifest, ManifestEntry,
+    ManifestFileMeta, ManifestList, Snapshot,
 };
-use serde::de::DeserializeOwned;
 use paimon::Table;
+use serde::de::DeserializeOwned;
 
 use crate::error::{paimon_err, LsmError, Result};
 use crate::files::{live_files, BucketFiles, Version};
@@ -117,11 +117,18 @@ async fn write_manifest(
     .with_bucket_level_stats(min_bucket, max_bucket, min_level, max_level))
 }
 
-async fn write_list(table: &Table, name: &str, metas: &[ManifestFileMeta], created: &mut Vec<String>) -> Result<String> {
+async fn write_list(
+    table: &Table,
+    name: &str,
+    metas: &[ManifestFileMeta],
+    created: &mut Vec<String>,
+) -> Result<String> {
     let list_name = format!("manifest-list-{}-0", uuid::Uuid::new_v4());
     let path = table.snapshot_manager().manifest_path(&list_name);
     created.push(path.clone());
-    ManifestList::write(table.file_io(), &path, metas).await.map_err(paimon_err(name, "write manifest list"))?;
+    ManifestList::write(table.file_io(), &path, metas)
+        .await
+        .map_err(paimon_err(name, "write manifest list"))?;
     Ok(list_name)
 }
 
@@ -151,11 +158,10 @@ pub(crate) async fn commit_compact(
 ) -> Result<Option<i64>> {
     let sm = table.snapshot_manager();
     for _ in 0..COMMIT_ATTEMPTS {
-        let latest = sm
-            .get_latest_snapshot()
-            .await
-            .map_err(paimon_err(name, "read latest snapshot"))?
-            .ok_or_else(|| LsmError::Refused { table: name.into(), message: "the table has no snapshot".into() })?;
+        let latest =
+            sm.get_latest_snapshot().await.map_err(paimon_err(name, "read latest snapshot"))?.ok_or_else(
+                || LsmError::Refused { table: name.into(), message: "the table has no snapshot".into() },
+            )?;
         let previous = data_manifests(table, name, &latest).await?;
         let merge = previous.len() >= merge_min_count;
         if changes.is_empty() && !merge {
@@ -202,7 +208,10 @@ async fn attempt(
                 if !here.is_some_and(|b| b.files.iter().any(|g| g.file_name == f.file_name)) {
                     return Err(LsmError::Refused {
                         table: name.into(),
-                        message: format!("file {} is no longer live; another compaction changed the bucket", f.file_name),
+                        message: format!(
+                            "file {} is no longer live; another compaction changed the bucket",
+                            f.file_name
+                        ),
                     });
                 }
             }
@@ -253,7 +262,10 @@ async fn attempt(
         .next_row_id(latest.next_row_id())
         .index_manifest(latest.index_manifest().map(str::to_string))
         .build();
-    let committed =
-        table.snapshot_manager().commit_snapshot(&snapshot).await.map_err(paimon_err(name, "commit snapshot"))?;
+    let committed = table
+        .snapshot_manager()
+        .commit_snapshot(&snapshot)
+        .await
+        .map_err(paimon_err(name, "commit snapshot"))?;
     Ok(committed.then_some(snapshot.id()))
 }

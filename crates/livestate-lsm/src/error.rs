@@ -23,7 +23,10 @@ pub enum LsmError {
 }
 
 /// Maps a Paimon error to [`LsmError::Paimon`] for `table`.
-pub(crate) fn paimon_err<'a>(table: &'a str, what: &'static str) -> impl FnOnce(paimon::Error) -> LsmError + 'a {
+pub(crate) fn paimon_err<'a>(
+    table: &'a str,
+    what: &'static str,
+) -> impl FnOnce(paimon::Error) -> LsmError + 'a {
     move |source| LsmError::Paimon { table: table.to_string(), what, source }
 }
 

@@ -60,10 +60,12 @@ impl Maintainer {
         let mut expired_refs = Refs::default();
         let mut planned: HashSet<(i64, bool)> = HashSet::new();
         for (tag, snap, created_ms, retained_s) in &tags {
-            let retained_ms = retained_s
-                .map(|s| (s * 1000.0) as i64)
-                .or(self.expire.tag_default_retained.map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)));
-            let expired = matches!((created_ms, retained_ms), (Some(c), Some(r)) if c.saturating_add(r) < now_ms);
+            let retained_ms = retained_s.map(|s| (s * 1000.0) as i64).or(self
+                .expire
+                .tag_default_retained
+                .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)));
+            let expired =
+                matches!((created_ms, retained_ms), (Some(c), Some(r)) if c.saturating_add(r) < now_ms);
             if expired {
                 report.tags.push(tag.clone());
             }
@@ -100,7 +102,8 @@ impl Maintainer {
                     tm.delete(tag).await.map_err(paimon_err(name, "delete tag"))?;
                 }
             }
-            let to_snapshot = sm.get_snapshot(to.max(from)).await.map_err(paimon_err(name, "read snapshot"))?;
+            let to_snapshot =
+                sm.get_snapshot(to.max(from)).await.map_err(paimon_err(name, "read snapshot"))?;
             let keep = self.keep_at(&to_snapshot, &kept_refs).await?;
             if from < to {
                 sm.write_earliest_hint(to).await.map_err(paimon_err(name, "write earliest hint"))?;
@@ -136,7 +139,9 @@ impl Maintainer {
         let earliest = sm.list_all_ids().await.map_err(paimon_err(name, "list snapshots"))?.first().copied();
         let candidates = match earliest {
             // A tag on a retained snapshot holds nothing that snapshot does not.
-            Some(e) if tagged.id() < e => version_refs(&self.table, name, &tagged, &Version::Tag(tag.into())).await?,
+            Some(e) if tagged.id() < e => {
+                version_refs(&self.table, name, &tagged, &Version::Tag(tag.into())).await?
+            }
             _ => Refs::default(),
         };
         let mut kept_refs = Refs::default();
@@ -170,7 +175,12 @@ impl Maintainer {
     }
 
     /// Deletes the candidate files `keep` does not name.
-    async fn delete_unreferenced(&self, candidates: &Refs, keep: &Refs, report: &mut ExpireReport) -> Result<()> {
+    async fn delete_unreferenced(
+        &self,
+        candidates: &Refs,
+        keep: &Refs,
+        report: &mut ExpireReport,
+    ) -> Result<()> {
         let name = self.name.as_str();
         let io = self.table.file_io();
         let paths: HashMap<String, String> = if candidates.data.iter().any(|d| !keep.data.contains(d)) {

@@ -44,15 +44,15 @@ pub async fn live_files(table: &Table, name: &str, version: &Version) -> Result<
     let plan = rb.new_scan().with_scan_all_files().plan().await.map_err(paimon_err(name, "plan"))?;
     let mut by_bucket: BTreeMap<(Vec<u8>, i32), BucketFiles> = BTreeMap::new();
     for split in plan.splits() {
-        let entry = by_bucket.entry((split.partition().to_serialized_bytes(), split.bucket())).or_insert_with(|| {
-            BucketFiles {
+        let entry = by_bucket
+            .entry((split.partition().to_serialized_bytes(), split.bucket()))
+            .or_insert_with(|| BucketFiles {
                 partition: split.partition().clone(),
                 bucket: split.bucket(),
                 total_buckets: split.total_buckets(),
                 bucket_path: split.bucket_path().to_string(),
                 files: Vec::new(),
-            }
-        });
+            });
         entry.files.extend(split.data_files().iter().cloned());
     }
     Ok(by_bucket.into_values().collect())

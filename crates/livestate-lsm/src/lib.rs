@@ -139,7 +139,11 @@ impl Maintainer {
     /// # Errors
     /// Reading, merging or writing failed, or the commit lost the race for the next snapshot
     /// too often. Files written by a failed compaction are removed; the table is unchanged.
-    pub async fn compact(&self, mode: CompactMode, mut progress: impl FnMut(usize, usize)) -> Result<CompactReport> {
+    pub async fn compact(
+        &self,
+        mode: CompactMode,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<CompactReport> {
         let _busy = self.busy.lock().await;
         let mut report = CompactReport::default();
         let sm = self.table.snapshot_manager();
@@ -152,7 +156,8 @@ impl Maintainer {
             // Append tables only get their manifests merged.
             let _commit = self.commit_lock.lock().await;
             report.snapshot_id =
-                commit_compact(&self.table, &self.name, &[], self.compaction.manifest_merge_min_count).await?;
+                commit_compact(&self.table, &self.name, &[], self.compaction.manifest_merge_min_count)
+                    .await?;
             return Ok(report);
         }
         if self.table.schema().options().get("file.format").is_some_and(|f| f != "parquet") {
@@ -175,8 +180,11 @@ impl Maintainer {
                 CompactMode::NewestRuns(n) => picker.newest(&runs, n),
             };
             if let Some(mut unit) = unit {
-                let files_of =
-                    |rs: &[pick::SortedRun]| rs.iter().flat_map(|r| r.files.iter().map(|&f| bucket.files[f].clone())).collect::<Vec<_>>();
+                let files_of = |rs: &[pick::SortedRun]| {
+                    rs.iter()
+                        .flat_map(|r| r.files.iter().map(|&f| bucket.files[f].clone()))
+                        .collect::<Vec<_>>()
+                };
                 // Partial-update and aggregation merges are not associative across a delete
                 // (a merged "delete, then insert" would read as a plain insert over older
                 // runs), so a pick holding deletes takes every run.
@@ -253,7 +261,8 @@ impl Maintainer {
     /// The latest snapshot cannot be planned.
     pub async fn max_sorted_runs(&self) -> Result<usize> {
         let sm = self.table.snapshot_manager();
-        let Some(id) = sm.get_latest_snapshot_id().await.map_err(paimon_err(&self.name, "read latest snapshot"))?
+        let Some(id) =
+            sm.get_latest_snapshot_id().await.map_err(paimon_err(&self.name, "read latest snapshot"))?
         else {
             return Ok(0);
         };

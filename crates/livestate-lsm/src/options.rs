@@ -55,7 +55,8 @@ impl CompactionOptions {
         Ok(CompactionOptions {
             trigger,
             stop_trigger,
-            max_size_amp_percent: int(table, opts, "compaction.max-size-amplification-percent")?.unwrap_or(200),
+            max_size_amp_percent: int(table, opts, "compaction.max-size-amplification-percent")?
+                .unwrap_or(200),
             size_ratio: int(table, opts, "compaction.size-ratio")?.unwrap_or(1),
             full_delta_commits: int(table, opts, "full-compaction.delta-commits")?,
             num_levels: int(table, opts, "num-levels")?.map_or(trigger + 1, |v| v as usize).max(2),
@@ -78,11 +79,13 @@ impl ExpireOptions {
     /// An option that is present but not a usable value.
     pub fn from_table(table: &str, opts: &HashMap<String, String>) -> Result<Self> {
         let retained_min = int(table, opts, "snapshot.num-retained.min")?.unwrap_or(10).max(1);
-        let retained_max = int(table, opts, "snapshot.num-retained.max")?.unwrap_or(u64::MAX).max(retained_min);
+        let retained_max =
+            int(table, opts, "snapshot.num-retained.max")?.unwrap_or(u64::MAX).max(retained_min);
         Ok(ExpireOptions {
             retained_min,
             retained_max,
-            time_retained: duration(table, opts, "snapshot.time-retained")?.unwrap_or(Duration::from_secs(3600)),
+            time_retained: duration(table, opts, "snapshot.time-retained")?
+                .unwrap_or(Duration::from_secs(3600)),
             tag_default_retained: duration(table, opts, "tag.default-time-retained")?,
             expire_limit: int(table, opts, "snapshot.expire.limit")?.unwrap_or(100).max(1),
         })
@@ -101,7 +104,10 @@ fn int(table: &str, opts: &HashMap<String, String>, key: &str) -> Result<Option<
 
 fn duration(table: &str, opts: &HashMap<String, String>, key: &str) -> Result<Option<Duration>> {
     opts.get(key)
-        .map(|v| parse_duration(v).ok_or_else(|| bad(table, key, v, "expected a duration such as `1 h` or `30 min`")))
+        .map(|v| {
+            parse_duration(v)
+                .ok_or_else(|| bad(table, key, v, "expected a duration such as `1 h` or `30 min`"))
+        })
         .transpose()
 }
 
@@ -163,7 +169,9 @@ mod tests {
     fn bad_values_name_the_option() {
         let opts = HashMap::from([("snapshot.time-retained".to_string(), "soon".to_string())]);
         let err = ExpireOptions::from_table("state.stock", &opts).unwrap_err().to_string();
-        assert!(err.contains("state.stock") && err.contains("snapshot.time-retained") && err.contains("soon"));
+        assert!(
+            err.contains("state.stock") && err.contains("snapshot.time-retained") && err.contains("soon")
+        );
     }
 
     #[test]

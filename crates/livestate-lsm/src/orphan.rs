@@ -32,8 +32,12 @@ impl Maintainer {
         let cutoff = now_ms - i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
         let root = self.table.location().trim_end_matches('/').to_string();
         // List before reading references: a file committed after the listing is not in it.
-        let listing =
-            self.table.file_io().list_status_recursive(&root).await.map_err(paimon_err(name, "list table files"))?;
+        let listing = self
+            .table
+            .file_io()
+            .list_status_recursive(&root)
+            .await
+            .map_err(paimon_err(name, "list table files"))?;
         let ids = sm.list_all_ids().await.map_err(paimon_err(name, "list snapshots"))?;
         let mut keep = Refs::default();
         if let Some(&earliest) = ids.first() {
@@ -69,7 +73,11 @@ impl Maintainer {
                 false
             };
             if orphan {
-                self.table.file_io().delete_file(&status.path).await.map_err(paimon_err(name, "delete orphan"))?;
+                self.table
+                    .file_io()
+                    .delete_file(&status.path)
+                    .await
+                    .map_err(paimon_err(name, "delete orphan"))?;
                 report.files += 1;
                 report.bytes += status.size;
             }

@@ -24,7 +24,8 @@ impl Refs {
 
 async fn read_list(table: &Table, name: &str, list: &str) -> Result<Vec<String>> {
     let path = table.snapshot_manager().manifest_path(list);
-    let metas = ManifestList::read(table.file_io(), &path).await.map_err(paimon_err(name, "read manifest list"))?;
+    let metas =
+        ManifestList::read(table.file_io(), &path).await.map_err(paimon_err(name, "read manifest list"))?;
     Ok(metas.iter().map(|m| m.file_name().to_string()).collect())
 }
 
@@ -36,7 +37,12 @@ async fn entry_names(table: &Table, name: &str, manifest: &str) -> Result<Vec<St
 
 /// The manifest lists and manifests of a snapshot, plus the data files its delta and
 /// changelog name (files it added, deleted or produced).
-pub(crate) async fn snapshot_refs(table: &Table, name: &str, s: &Snapshot, with_delta_files: bool) -> Result<Refs> {
+pub(crate) async fn snapshot_refs(
+    table: &Table,
+    name: &str,
+    s: &Snapshot,
+    with_delta_files: bool,
+) -> Result<Refs> {
     let mut refs = Refs::default();
     let lists = [Some(s.base_manifest_list()), Some(s.delta_manifest_list()), s.changelog_manifest_list()];
     for (i, list) in lists.into_iter().enumerate() {
@@ -76,7 +82,8 @@ pub(crate) async fn version_refs(table: &Table, name: &str, s: &Snapshot, versio
 /// Paths of every data file in the table's bucket directories, by file name.
 pub(crate) async fn data_file_paths(table: &Table, name: &str) -> Result<HashMap<String, String>> {
     let root = table.location().trim_end_matches('/');
-    let all = table.file_io().list_status_recursive(root).await.map_err(paimon_err(name, "list table files"))?;
+    let all =
+        table.file_io().list_status_recursive(root).await.map_err(paimon_err(name, "list table files"))?;
     Ok(all
         .into_iter()
         .filter(|s| !s.is_dir && s.path.split('/').any(|part| part.starts_with("bucket-")))

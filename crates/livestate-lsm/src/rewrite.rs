@@ -15,12 +15,12 @@ use arrow_ord::sort::{lexsort_to_indices, SortColumn, SortOptions};
 use arrow_row::{RowConverter, SortField};
 use arrow_schema::SchemaRef;
 use futures::TryStreamExt;
+use paimon::spec::{BinaryRow, DataFileMeta, DataType, RowKind};
+use paimon::{DataSplit, Table};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use paimon::spec::{BinaryRow, DataFileMeta, DataType, RowKind};
-use paimon::{DataSplit, Table};
 
 use crate::error::{paimon_err, LsmError, Result};
 use crate::files::BucketFiles;
@@ -58,7 +58,11 @@ struct KeyInfo {
 
 impl Rewrite<'_> {
     fn file_err(&self, file: &str, message: impl std::fmt::Display) -> LsmError {
-        LsmError::DataFile { table: self.name.to_string(), file: file.to_string(), message: message.to_string() }
+        LsmError::DataFile {
+            table: self.name.to_string(),
+            file: file.to_string(),
+            message: message.to_string(),
+        }
     }
 
     fn split(&self) -> Result<DataSplit> {
@@ -119,12 +123,15 @@ impl Rewrite<'_> {
         let raw = self.read_raw(&split, &self.inputs).await?;
         let schema = raw.schema();
         let col = |name: &str| {
-            schema.index_of(name).map_err(|_| self.file_err("(inputs)", format!("data files have no column {name}")))
+            schema
+                .index_of(name)
+                .map_err(|_| self.file_err("(inputs)", format!("data files have no column {name}")))
         };
         let seq_idx = col(SEQUENCE)?;
         let kind_idx = col(VALUE_KIND)?;
         let table_fields = self.table.schema().fields();
-        let physical_user: Vec<usize> = (0..schema.fields().len()).filter(|&i| i != seq_idx && i != kind_idx).collect();
+        let physical_user: Vec<usize> =
+            (0..schema.fields().len()).filter(|&i| i != seq_idx && i != kind_idx).collect();
         let user_names: Vec<&str> = physical_user.iter().map(|&i| schema.field(i).name().as_str()).collect();
         let table_names: Vec<&str> = table_fields.iter().map(|f| f.name()).collect();
         if user_names != table_names {
@@ -141,11 +148,16 @@ impl Rewrite<'_> {
             raw_keys.iter().map(|&i| SortField::new(schema.field(i).data_type().clone())).collect(),
         )
         .map_err(|e| self.file_err("(inputs)", e))?;
-        let key_cols = |batch: &RecordBatch, idx: &[usize]| idx.iter().map(|&i| batch.column(i).clone()).collect::<Vec<_>>();
-        let raw_rows =
-            converter.convert_columns(&key_cols(&raw, &raw_keys)).map_err(|e| self.file_err("(inputs)", e))?;
-        let seqs = downcast::<Int64Array>(raw.column(seq_idx)).ok_or_else(|| self.file_err("(inputs)", "bad _SEQUENCE_NUMBER"))?;
-        let kinds = downcast::<Int8Array>(raw.column(kind_idx)).ok_or_else(|| self.file_err("(inputs)", "bad _VALUE_KIND"))?;
+        let key_cols = |batch: &RecordBatch, idx: &[usize]| {
+            idx.iter().map(|&i| batch.column(i).clone()).collect::<Vec<_>>()
+        };
+        let raw_rows = converter
+            .convert_columns(&key_cols(&raw, &raw_keys))
+            .map_err(|e| self.file_err("(inputs)", e))?;
+        let seqs = downcast::<Int64Array>(raw.column(seq_idx))
+            .ok_or_else(|| self.file_err("(inputs)", "bad _SEQUENCE_NUMBER"))?;
+        let kinds = downcast::<Int8Array>(raw.column(kind_idx))
+            .ok_or_else(|| self.file_err("(inputs)", "bad _VALUE_KIND"))?;
         let mut keys: HashMap<Box<[u8]>, KeyInfo> = HashMap::with_capacity(raw.num_rows());
         for i in 0..raw.num_rows() {
             let seq = seqs.value(i);
@@ -163,8 +175,14 @@ impl Rewrite<'_> {
         let mut older_keys: std::collections::HashSet<Box<[u8]>> = std::collections::HashSet::new();
         if self.first_row && !self.older.is_empty() {
             let older = self.read_raw(&split, &self.older).await?;
-            let idx: Vec<usize> = pks.iter().map(|k| older.schema().index_of(k)).collect::<Result<_, _>>().map_err(|e| self.file_err("(older runs)", e))?;
-            let rows = converter.convert_columns(&key_cols(&older, &idx)).map_err(|e| self.file_err("(older runs)", e))?;
+            let idx: Vec<usize> = pks
+                .iter()
+                .map(|k| older.schema().index_of(k))
+                .collect::<Result<_, _>>()
+                .map_err(|e| self.file_err("(older runs)", e))?;
+            let rows = converter
+                .convert_columns(&key_cols(&older, &idx))
+                .map_err(|e| self.file_err("(older runs)", e))?;
             older_keys.extend((0..older.num_rows()).map(|i| Box::<[u8]>::from(rows.row(i).as_ref())));
         }
 
@@ -185,16 +203,23 @@ impl Rewrite<'_> {
             }
             let merged_keys: Vec<usize> = pks
                 .iter()
-                .map(|k| batch.schema().index_of(k).map_err(|_| self.file_err("(merge)", format!("merged rows lack key {k}"))))
+                .map(|k| {
+                    batch
+                        .schema()
+                        .index_of(k)
+                        .map_err(|_| self.file_err("(merge)", format!("merged rows lack key {k}")))
+                })
                 .collect::<Result<_>>()?;
-            let rows = converter.convert_columns(&key_cols(batch, &merged_keys)).map_err(|e| self.file_err("(merge)", e))?;
+            let rows = converter
+                .convert_columns(&key_cols(batch, &merged_keys))
+                .map_err(|e| self.file_err("(merge)", e))?;
             let mut seq_out = Vec::with_capacity(batch.num_rows());
             let mut keep = Vec::with_capacity(batch.num_rows());
             for i in 0..batch.num_rows() {
                 keep.push(!older_keys.contains(rows.row(i).as_ref()));
-                let info = keys
-                    .get_mut(rows.row(i).as_ref())
-                    .ok_or_else(|| self.file_err("(merge)", "the merge produced a key absent from its inputs"))?;
+                let info = keys.get_mut(rows.row(i).as_ref()).ok_or_else(|| {
+                    self.file_err("(merge)", "the merge produced a key absent from its inputs")
+                })?;
                 info.merged = true;
                 seq_out.push(if self.first_row { info.min_seq } else { info.max_seq });
             }
@@ -205,19 +230,25 @@ impl Rewrite<'_> {
                 } else if i == kind_idx {
                     Arc::new(Int8Array::from(vec![RowKind::Insert.to_value(); batch.num_rows()]))
                 } else {
-                    let c = batch
-                        .column_by_name(field.name())
-                        .ok_or_else(|| self.file_err("(merge)", format!("merged rows lack column {}", field.name())))?;
+                    let c = batch.column_by_name(field.name()).ok_or_else(|| {
+                        self.file_err("(merge)", format!("merged rows lack column {}", field.name()))
+                    })?;
                     if c.data_type() != field.data_type() {
                         return Err(self.file_err(
                             "(merge)",
-                            format!("column {} reads as {} but is stored as {}", field.name(), c.data_type(), field.data_type()),
+                            format!(
+                                "column {} reads as {} but is stored as {}",
+                                field.name(),
+                                c.data_type(),
+                                field.data_type()
+                            ),
                         ));
                     }
                     c.clone()
                 });
             }
-            let part = RecordBatch::try_new(schema.clone(), columns).map_err(|e| self.file_err("(merge)", e))?;
+            let part =
+                RecordBatch::try_new(schema.clone(), columns).map_err(|e| self.file_err("(merge)", e))?;
             let part = if keep.iter().all(|k| *k) {
                 part
             } else {
@@ -231,11 +262,13 @@ impl Rewrite<'_> {
         if !self.drop_delete {
             let mut vanished: Vec<u32> = Vec::new();
             for info in keys.values().filter(|k| !k.merged) {
-                let kind = RowKind::from_value(kinds.value(info.latest)).map_err(paimon_err(self.name, "row kind"))?;
+                let kind = RowKind::from_value(kinds.value(info.latest))
+                    .map_err(paimon_err(self.name, "row kind"))?;
                 if kind.is_add() {
                     return Err(LsmError::Refused {
                         table: self.name.to_string(),
-                        message: "the merge dropped a key whose newest row is an insert; refusing to compact".into(),
+                        message: "the merge dropped a key whose newest row is an insert; refusing to compact"
+                            .into(),
                     });
                 }
                 vanished.push(u32::try_from(info.latest).expect("bucket rows fit u32"));
@@ -244,14 +277,16 @@ impl Rewrite<'_> {
                 vanished.sort_unstable();
                 let idx = UInt32Array::from(vanished);
                 parts.push(
-                    arrow_select::take::take_record_batch(&raw, &idx).map_err(|e| self.file_err("(inputs)", e))?,
+                    arrow_select::take::take_record_batch(&raw, &idx)
+                        .map_err(|e| self.file_err("(inputs)", e))?,
                 );
             }
         }
         if parts.is_empty() {
             return Ok(Vec::new());
         }
-        let all = arrow_select::concat::concat_batches(&schema, &parts).map_err(|e| self.file_err("(output)", e))?;
+        let all = arrow_select::concat::concat_batches(&schema, &parts)
+            .map_err(|e| self.file_err("(output)", e))?;
         let sort: Vec<SortColumn> = raw_keys
             .iter()
             .map(|&i| SortColumn {
@@ -260,7 +295,8 @@ impl Rewrite<'_> {
             })
             .collect();
         let order = lexsort_to_indices(&sort, None).map_err(|e| self.file_err("(output)", e))?;
-        let sorted = arrow_select::take::take_record_batch(&all, &order).map_err(|e| self.file_err("(output)", e))?;
+        let sorted =
+            arrow_select::take::take_record_batch(&all, &order).map_err(|e| self.file_err("(output)", e))?;
 
         let in_rows: i64 = self.inputs.iter().map(|f| f.row_count.max(1)).sum();
         let in_bytes: i64 = self.inputs.iter().map(|f| f.file_size).sum();
@@ -307,8 +343,8 @@ impl Rewrite<'_> {
             .set_statistics_enabled(EnabledStatistics::Chunk)
             .build();
         let mut buf = Vec::new();
-        let mut writer =
-            ArrowWriter::try_new(&mut buf, chunk.schema(), Some(props)).map_err(|e| self.file_err(&file_name, e))?;
+        let mut writer = ArrowWriter::try_new(&mut buf, chunk.schema(), Some(props))
+            .map_err(|e| self.file_err(&file_name, e))?;
         writer.write(chunk).map_err(|e| self.file_err(&file_name, e))?;
         writer.close().map_err(|e| self.file_err(&file_name, e))?;
 
@@ -374,4 +410,3 @@ impl Rewrite<'_> {
 fn downcast<T: 'static>(a: &ArrayRef) -> Option<&T> {
     a.as_any().downcast_ref::<T>()
 }
-

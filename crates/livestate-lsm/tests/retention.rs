@@ -59,7 +59,11 @@ async fn a_tag_reads_the_same_after_500_commits_compactions_and_expiry() {
     let mut expired = 0;
     for i in 0..500i64 {
         let k = (i * 7) % 30;
-        let row = if i % 9 == 0 { (RowKind::Delete, (k, None, None)) } else { (RowKind::Insert, (k, Some(1000 + i), None)) };
+        let row = if i % 9 == 0 {
+            (RowKind::Delete, (k, None, None))
+        } else {
+            (RowKind::Insert, (k, Some(1000 + i), None))
+        };
         h.commit(&[row]).await;
         let r = h.maintainer.compact(CompactMode::Auto, |_, _| {}).await.unwrap();
         compactions += usize::from(r.snapshot_id.is_some());
@@ -86,7 +90,11 @@ async fn a_tag_reads_the_same_after_500_commits_compactions_and_expiry() {
     }
     let report = h.maintainer.expire(now(), |_, _| {}).await.unwrap();
     assert!(report.data_files > 0, "{report:?}");
-    let live = names(&h, livestate_lsm::Version::Snapshot(h.maintainer.health().await.unwrap().latest_snapshot.unwrap())).await;
+    let live = names(
+        &h,
+        livestate_lsm::Version::Snapshot(h.maintainer.health().await.unwrap().latest_snapshot.unwrap()),
+    )
+    .await;
     let disk = on_disk(&h);
     for f in &tag_files {
         assert_eq!(disk.contains(f), live.contains(f), "{f}: only the released tag referenced it");

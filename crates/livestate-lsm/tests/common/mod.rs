@@ -108,7 +108,8 @@ pub async fn read(table: &Table, all_files: bool) -> BTreeMap<i64, (Option<i64>,
     let rb = table.new_read_builder();
     let scan = if all_files { rb.new_scan().with_scan_all_files() } else { rb.new_scan() };
     let plan = scan.plan().await.unwrap();
-    let batches: Vec<RecordBatch> = rb.new_read().unwrap().to_arrow(plan.splits()).unwrap().try_collect().await.unwrap();
+    let batches: Vec<RecordBatch> =
+        rb.new_read().unwrap().to_arrow(plan.splits()).unwrap().try_collect().await.unwrap();
     let mut out = BTreeMap::new();
     for b in batches {
         let k = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
