@@ -11,7 +11,7 @@ use crate::error::EngineError;
 use crate::layout::{Layout, Status, TableProgress};
 use crate::schema::{archive_row, ARCHIVE_TABLE, RECORD_DB, STATE_DB};
 use crate::sink::TableSink;
-use crate::upkeep::{Cadence, Upkeep};
+use crate::upkeep::Upkeep;
 
 /// Events read from the record per step.
 const READ_CHUNK: usize = 4096;
@@ -69,11 +69,11 @@ impl Derivers {
         let mut tables = Vec::new();
         for t in spec.tables.values() {
             let sink = TableSink::open(catalog, STATE_DB, &t.name, true).await?;
-            let upkeep = Upkeep::new(Cadence::of(&t.freshness));
+            let upkeep = Upkeep::new(&t.freshness);
             tables.push(StateSink { freshness: t.freshness, sink, last_nightly_commit: None, upkeep });
         }
         let archive = TableSink::open(catalog, RECORD_DB, ARCHIVE_TABLE, false).await?;
-        let archive_upkeep = Upkeep::new(Cadence::Background);
+        let archive_upkeep = Upkeep::new(&Freshness::Within(ARCHIVE_COMMIT_INTERVAL * 2));
         // This process holds the write lock and no writer has written yet, so every file no
         // snapshot or tag references is left over from a crash: remove it now.
         let now = chrono::Utc::now().timestamp_millis();

@@ -7,8 +7,9 @@
 //! | a minute or more  | right after a commit, when universal compaction picks   |
 //! | nightly           | a full compaction right after the nightly commit        |
 //!
-//! `full-compaction.delta-commits` turns every n-th compaction into a full one. Expiry runs in
-//! the background at most once a minute per table; it never takes the commit lock.
+//! `full-compaction.delta-commits` turns every n-th compaction into a full one. Expiry runs
+//! after a commit, at most once per commit interval and once a minute; it never takes the
+//! commit lock.
 //! Maintenance failures are logged and reported, never fatal to derivation: the state is
 //! still correct, only less compact.
 
@@ -18,8 +19,8 @@ use livestate_lsm::{CompactMode, CompactReport, ExpireReport, LsmError, Maintain
 use livestate_spec::Freshness;
 use tokio::task::JoinHandle;
 
-/// How often a table's snapshots are expired while deriving.
-const EXPIRE_EVERY: Duration = Duration::from_secs(60);
+/// Expiry runs at most this often per table (and at most once per commit interval).
+const EXPIRE_AT_MOST_EVERY: Duration = Duration::from_secs(60);
 
 /// Budgets below this compact in the background.
 const BACKGROUND_BELOW: Duration = Duration::from_secs(60);
@@ -43,6 +44,7 @@ impl Cadence {
 
 pub(crate) struct Upkeep {
     cadence: Cadence,
+    expire_every: Duration,
     compacting: Option<JoinHandle<Result<CompactReport, LsmError>>>,
     expiring: Option<JoinHandle<Result<ExpireReport, LsmError>>>,
     /// Data commits since the running background compaction started.
@@ -54,9 +56,10 @@ pub(crate) struct Upkeep {
 }
 
 impl Upkeep {
-    pub fn new(cadence: Cadence) -> Upkeep {
+    pub fn new(freshness: &Freshness) -> Upkeep {
         Upkeep {
-            cadence,
+            cadence: Cadence::of(freshness),
+            expire_every: freshness.commit_interval().map_or(EXPIRE_AT_MOST_EVERY, |i| i.min(EXPIRE_AT_MOST_EVERY)),
             compacting: None,
             expiring: None,
             commits_while_compacting: 0,
@@ -122,7 +125,7 @@ impl Upkeep {
             let r = m.compact(mode, |_, _| {}).await;
             self.record(m.name(), "compaction", Ok(r));
         }
-        if self.last_expire.is_none_or(|t| t.elapsed() >= EXPIRE_EVERY) && self.expiring.is_none() {
+        if self.last_expire.is_none_or(|t| t.elapsed() >= self.expire_every) && self.expiring.is_none() {
             self.last_expire = Some(Instant::now());
             let name = m.name().to_string();
             let m = m.clone();

@@ -1,0 +1,104 @@
+//! Compaction and expiry while deriving follow each table's freshness budget.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{example_spec, line, rows};
+use livestate_engine::Livestate;
+use serde_json::json;
+
+/// The example spec with a 200 ms inbox, a low compaction trigger and short retention.
+async fn eager() -> (tempfile::TempDir, Livestate) {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("spec");
+    std::fs::create_dir_all(&spec).unwrap();
+    for name in ["events.toml", "mappings.toml", "tables.toml"] {
+        let mut text = std::fs::read_to_string(example_spec().join(name)).unwrap().replace(
+            "bucket = \"",
+            "\"num-sorted-run.compaction-trigger\" = \"3\", \"snapshot.num-retained.min\" = \"3\", \"snapshot.time-retained\" = \"1 ms\", bucket = \"",
+        );
+        if name == "tables.toml" {
+            text = text.replace("freshness = \"1s\"", "freshness = \"200ms\"");
+        }
+        std::fs::write(spec.join(name), text).unwrap();
+    }
+    let ls = Livestate::init(&dir.path().join("d"), &spec).await.unwrap();
+    (dir, ls)
+}
+
+async fn kinds(ls: &Livestate, table: &str) -> Vec<String> {
+    let m = ls.maintainer(table).await.unwrap();
+    let all = m.table().snapshot_manager().list_all().await.unwrap();
+    all.iter().map(|s| s.commit_kind().to_string()).collect()
+}
+
+fn proposal(n: u32) -> String {
+    line(
+        n,
+        "decisions.proposal_created",
+        json!({"proposal_id": format!("p{n}"), "kind": "replenishment_order", "agent": "procurement", "summary": "s", "risk_level": "low"}),
+    )
+}
+
+#[tokio::test]
+async fn a_seconds_budget_table_compacts_in_the_background_as_it_commits() {
+    let (_d, ls) = eager().await;
+    let mut derivers = ls.derivers().await.unwrap();
+    let mut commits = 0;
+    for n in 1..=12 {
+        ls.emit(&proposal(n), false).unwrap();
+        derivers.step(&ls.record, &ls.spec).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(110)).await;
+        commits += derivers.step(&ls.record, &ls.spec).await.unwrap().commits;
+    }
+    derivers.finish().await;
+    assert!(commits >= 12, "the inbox committed {commits} times");
+    let kinds = kinds(&ls, "approval_inbox").await;
+    assert!(kinds.iter().any(|k| k == "COMPACT"), "no compaction among {kinds:?}");
+    let health = ls.maintainer("approval_inbox").await.unwrap().health().await.unwrap();
+    let stop = 3 + 3;
+    assert!(health.buckets.iter().all(|b| b.sorted_runs <= stop), "{health:?}");
+    // Expired as it went: not every commit's snapshot is still there.
+    assert!(health.snapshots < kinds.len() + 1 && health.earliest_snapshot > Some(1), "{health:?}");
+    assert_eq!(rows(&ls, "approval_inbox", &[]).await.len(), 12);
+}
+
+#[tokio::test]
+async fn a_minutes_budget_table_compacts_after_the_commit_that_reaches_the_trigger() {
+    let (_d, ls) = eager().await;
+    let mut derivers = ls.derivers().await.unwrap();
+    let events: Vec<String> = (1..=8)
+        .map(|n| line(n, "inventory.stock_counted", json!({"item": format!("i{}", n % 3), "location": "north", "on_hand": n})))
+        .collect();
+    ls.emit(&events.join("\n"), false).unwrap();
+    // One commit per event: the 5-minute stock table reaches the trigger of 3 runs repeatedly.
+    derivers.catch_up(&ls.record, &ls.spec, 1, &mut |_| {}).await.unwrap();
+    let kinds = kinds(&ls, "stock").await;
+    assert!(kinds.iter().any(|k| k == "COMPACT"), "{kinds:?}");
+    let health = ls.maintainer("stock").await.unwrap().health().await.unwrap();
+    assert!(health.buckets.iter().all(|b| b.sorted_runs < 3), "{health:?}");
+    let on_hand: Vec<i64> = {
+        let mut r = rows(&ls, "stock", &[]).await;
+        r.sort_by_key(|r| r["item"].as_str().unwrap().to_string());
+        r.iter().map(|r| r["on_hand"].as_i64().unwrap()).collect()
+    };
+    assert_eq!(on_hand, vec![6, 7, 8]);
+}
+
+#[tokio::test]
+async fn a_nightly_table_is_fully_compacted_in_its_nightly_run() {
+    let (_d, ls) = eager().await;
+    let mut derivers = ls.derivers().await.unwrap();
+    let events: Vec<String> = (1..=4)
+        .map(|n| line(n, "procurement.supplier_risk_assessed", json!({"supplier": format!("s{}", n % 2), "level": "high", "reason": "late"})))
+        .collect();
+    ls.emit(&events.join("\n"), false).unwrap();
+    derivers.catch_up(&ls.record, &ls.spec, 1, &mut |_| {}).await.unwrap();
+    let health = ls.maintainer("supplier_risk").await.unwrap().health().await.unwrap();
+    let top = ls.maintainer("supplier_risk").await.unwrap().compaction_options().max_level() as usize;
+    for b in &health.buckets {
+        assert_eq!((b.files, b.sorted_runs, b.files_per_level.len() - 1), (1, 1, top), "{health:?}");
+    }
+    assert_eq!(rows(&ls, "supplier_risk", &[]).await.len(), 2);
+}
