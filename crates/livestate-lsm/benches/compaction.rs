@@ -1,0 +1,279 @@
+//! Commits of upserts to a partial-update table with compaction on versus off, side by side.
+//!
+//! ```text
+//! cargo bench -p livestate-lsm --bench compaction -- --commits 1000
+//! ```
+//!
+//! Each commit upserts `--rows` random keys out of `--keys` (half set `a`, half set `b`, as two
+//! modules filling one row would). "on" compacts after every commit the way a minutes-budget
+//! table does (universal compaction, inline) and expires snapshots every 100 commits, keeping
+//! the 10 newest; "off" is the `paimon` crate alone. "full" is the "on" table after one
+//! more full compaction: the floor for read times.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::{Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType as ADT, Field, Schema as ASchema};
+use futures::TryStreamExt;
+use livestate_lsm::{CommitLock, CompactMode, Maintainer};
+use paimon::catalog::Identifier;
+use paimon::spec::{BigIntType, DataType, Datum, PredicateBuilder, Schema, VarCharType};
+use paimon::{Catalog, FileSystemCatalog, Options, Table};
+
+struct Args {
+    commits: usize,
+    rows: usize,
+    keys: u64,
+    buckets: usize,
+}
+
+fn args() -> Args {
+    let mut a = Args { commits: 1000, rows: 1000, keys: 100_000, buckets: 2 };
+    let v: Vec<String> = std::env::args().collect();
+    let mut i = 1;
+    while i < v.len() {
+        let val = || v.get(i + 1).and_then(|s| s.parse::<usize>().ok()).expect("a number after the flag");
+        match v[i].as_str() {
+            "--commits" => a.commits = val(),
+            "--rows" => a.rows = val(),
+            "--keys" => a.keys = val() as u64,
+            "--buckets" => a.buckets = val(),
+            _ => {
+                i += 1;
+                continue;
+            }
+        }
+        i += 2;
+    }
+    a
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+#[derive(Default)]
+struct Figures {
+    write: Duration,
+    compact: Duration,
+    compactions: usize,
+    data_files: usize,
+    max_files_per_bucket: usize,
+    max_runs: usize,
+    snapshots: usize,
+    manifests: usize,
+    full_read: Duration,
+    key_read: Duration,
+    rows_read: usize,
+}
+
+async fn create(dir: &Path, buckets: usize) -> Table {
+    let mut o = Options::new();
+    o.set("warehouse", dir.to_str().unwrap());
+    let catalog = FileSystemCatalog::new(o).unwrap();
+    catalog.create_database("db", true, HashMap::new()).await.unwrap();
+    let schema = Schema::builder()
+        .column("k", DataType::BigInt(BigIntType::new()))
+        .column("a", DataType::BigInt(BigIntType::new()))
+        .column("b", DataType::VarChar(VarCharType::string_type()))
+        .primary_key(["k"])
+        .option("bucket", buckets.to_string())
+        .option("merge-engine", "partial-update")
+        // Expiry keeps the 10 newest snapshots (only the "on" run expires anything).
+        .option("snapshot.time-retained", "1 ms")
+        .build()
+        .unwrap();
+    let id = Identifier::new("db", "stock");
+    catalog.create_table(&id, schema, false).await.unwrap();
+    catalog.get_table(&id).await.unwrap()
+}
+
+fn batch(rng: &mut Rng, rows: usize, keys: u64, n: usize) -> RecordBatch {
+    let schema = Arc::new(ASchema::new(vec![
+        Field::new("k", ADT::Int64, false),
+        Field::new("a", ADT::Int64, true),
+        Field::new("b", ADT::Utf8, true),
+    ]));
+    let ks: Vec<i64> = (0..rows).map(|_| (rng.next() % keys) as i64).collect();
+    let a: Vec<Option<i64>> = (0..rows).map(|i| (n % 2 == 0).then_some((n * rows + i) as i64)).collect();
+    let b: Vec<Option<String>> = (0..rows).map(|i| (n % 2 == 1).then(|| format!("v{n}-{i}"))).collect();
+    RecordBatch::try_new(
+        schema,
+        vec![Arc::new(Int64Array::from(ks)), Arc::new(Int64Array::from(a)), Arc::new(StringArray::from(b))],
+    )
+    .unwrap()
+}
+
+fn count(dir: &Path, f: &dyn Fn(&str) -> bool) -> usize {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            n += count(&p, f);
+        } else if f(&p.to_string_lossy()) {
+            n += 1;
+        }
+    }
+    n
+}
+
+async fn read_all(table: &Table) -> usize {
+    let rb = table.new_read_builder();
+    let plan = rb.new_scan().plan().await.unwrap();
+    let batches: Vec<RecordBatch> = rb.new_read().unwrap().to_arrow(plan.splits()).unwrap().try_collect().await.unwrap();
+    batches.iter().map(RecordBatch::num_rows).sum()
+}
+
+async fn read_key(table: &Table, k: i64) -> usize {
+    let pb = PredicateBuilder::new(table.schema().fields());
+    let mut rb = table.new_read_builder();
+    rb.with_filter(pb.equal("k", Datum::Long(k)).unwrap());
+    let plan = rb.new_scan().plan().await.unwrap();
+    let batches: Vec<RecordBatch> = rb.new_read().unwrap().to_arrow(plan.splits()).unwrap().try_collect().await.unwrap();
+    batches.iter().map(RecordBatch::num_rows).sum()
+}
+
+async fn median<F: std::future::Future<Output = usize>>(runs: usize, mut f: impl FnMut() -> F) -> (Duration, usize) {
+    let mut times = Vec::new();
+    let mut n = 0;
+    for _ in 0..runs {
+        let t = Instant::now();
+        n = f().await;
+        times.push(t.elapsed());
+    }
+    times.sort();
+    (times[times.len() / 2], n)
+}
+
+async fn measure(table: &Table, dir: &Path, m: &Maintainer, f: &mut Figures) {
+    let table_dir = dir.join("db.db/stock");
+    f.data_files = count(&table_dir, &|p| p.contains("/bucket-"));
+    f.snapshots = count(&table_dir.join("snapshot"), &|p| p.contains("snapshot-"));
+    f.manifests = count(&table_dir.join("manifest"), &|_| true);
+    let h = m.health().await.unwrap();
+    f.max_files_per_bucket = h.buckets.iter().map(|b| b.files).max().unwrap_or(0);
+    f.max_runs = h.buckets.iter().map(|b| b.sorted_runs).max().unwrap_or(0);
+    // Reopen through the catalog as a reader would.
+    let (full, rows) = median(3, || read_all(table)).await;
+    f.full_read = full;
+    f.rows_read = rows;
+    let mut k = 0;
+    let (key, _) = median(5, || {
+        k += 7919;
+        read_key(table, k)
+    })
+    .await;
+    f.key_read = key;
+}
+
+async fn run(a: &Args, dir: &Path, compact: bool) -> (Figures, Option<Figures>) {
+    let table = create(dir, a.buckets).await;
+    let lock = CommitLock::default();
+    let m = Maintainer::new(table.clone(), "db.stock", lock.clone()).unwrap();
+    let wb = table.new_write_builder().with_commit_user("bench").unwrap();
+    let mut write = wb.new_write().unwrap();
+    let commit = wb.new_commit();
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut f = Figures::default();
+    let progress = (a.commits / 10).max(1);
+    for n in 0..a.commits {
+        let t = Instant::now();
+        write.write_arrow_batch(&batch(&mut rng, a.rows, a.keys, n)).await.unwrap();
+        let msgs = write.prepare_commit().await.unwrap();
+        {
+            let _g = lock.lock().await;
+            commit.commit_with_identifier(msgs, n as i64 + 1).await.unwrap();
+        }
+        f.write += t.elapsed();
+        if compact {
+            let t = Instant::now();
+            let r = m.compact(CompactMode::Auto, |_, _| {}).await.unwrap();
+            f.compactions += usize::from(r.buckets > 0);
+            if n % 100 == 99 {
+                m.expire(chrono::Utc::now().timestamp_millis(), |_, _| {}).await.unwrap();
+            }
+            f.compact += t.elapsed();
+        }
+        if n % progress == progress - 1 {
+            eprintln!("  {} {}/{} commits", if compact { "on " } else { "off" }, n + 1, a.commits);
+        }
+    }
+    write.close().await;
+    measure(&table, dir, &m, &mut f).await;
+    if !compact {
+        return (f, None);
+    }
+    let mut full = Figures::default();
+    m.compact(CompactMode::Full, |_, _| {}).await.unwrap();
+    measure(&table, dir, &m, &mut full).await;
+    (f, Some(full))
+}
+
+fn main() {
+    let a = args();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let tmp = tempfile::tempdir().unwrap();
+        eprintln!(
+            "{} commits of {} upserts over {} keys, partial-update, {} buckets",
+            a.commits, a.rows, a.keys, a.buckets
+        );
+        let (off, _) = run(&a, &tmp.path().join("off"), false).await;
+        let (on, full) = run(&a, &tmp.path().join("on"), true).await;
+        let full = full.unwrap();
+        let ms = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1000.0);
+        let rate = |f: &Figures| {
+            let secs = (f.write + f.compact).as_secs_f64();
+            format!("{:.0} rows/s", (a.commits * a.rows) as f64 / secs)
+        };
+        println!("\n| {} commits x {} upserts | compaction off | compaction on | fully compacted | on / off | on / full |", a.commits, a.rows);
+        println!("|---|---|---|---|---|---|");
+        let row = |name: &str, off: String, on: String, full: String, r1: String, r2: String| {
+            println!("| {name} | {off} | {on} | {full} | {r1} | {r2} |");
+        };
+        let ratio = |x: f64, y: f64| if y > 0.0 { format!("{:.2}x", x / y) } else { "-".into() };
+        row(
+            "data files on disk",
+            off.data_files.to_string(),
+            on.data_files.to_string(),
+            full.data_files.to_string(),
+            ratio(on.data_files as f64, off.data_files as f64),
+            ratio(on.data_files as f64, full.data_files as f64),
+        );
+        row("max files per bucket", off.max_files_per_bucket.to_string(), on.max_files_per_bucket.to_string(), full.max_files_per_bucket.to_string(), "".into(), "".into());
+        row("max sorted runs per bucket", off.max_runs.to_string(), on.max_runs.to_string(), full.max_runs.to_string(), "".into(), "".into());
+        row("snapshot files", off.snapshots.to_string(), on.snapshots.to_string(), full.snapshots.to_string(), "".into(), "".into());
+        row("manifest files", off.manifests.to_string(), on.manifests.to_string(), full.manifests.to_string(), "".into(), "".into());
+        row(
+            "full read (median of 3)",
+            ms(off.full_read),
+            ms(on.full_read),
+            ms(full.full_read),
+            ratio(on.full_read.as_secs_f64(), off.full_read.as_secs_f64()),
+            ratio(on.full_read.as_secs_f64(), full.full_read.as_secs_f64()),
+        );
+        row(
+            "single-key read (median of 5)",
+            ms(off.key_read),
+            ms(on.key_read),
+            ms(full.key_read),
+            ratio(on.key_read.as_secs_f64(), off.key_read.as_secs_f64()),
+            ratio(on.key_read.as_secs_f64(), full.key_read.as_secs_f64()),
+        );
+        row("write throughput (commit + compaction)", rate(&off), rate(&on), "".into(), ratio((off.write + off.compact).as_secs_f64(), (on.write + on.compact).as_secs_f64()), "".into());
+        row("time in commits / in compaction", ms(off.write), format!("{} / {}", ms(on.write), ms(on.compact)), "".into(), "".into(), "".into());
+        row("compactions", "0".into(), on.compactions.to_string(), "".into(), "".into(), "".into());
+        assert_eq!(off.rows_read, on.rows_read, "both tables hold the same rows");
+        assert_eq!(on.rows_read, full.rows_read);
+        println!("\nrows in table: {}", on.rows_read);
+    });
+}
