@@ -40,7 +40,8 @@ pub(crate) struct TableSink {
     pub maintainer: Maintainer,
 }
 
-/// The latest snapshot written by livestate, scanning back past snapshots of other writers.
+/// The latest snapshot written by livestate (its deriver or its compaction, which carries the
+/// deriver's identifier forward), scanning back past snapshots of other writers.
 ///
 /// # Errors
 /// Paimon I/O errors.
@@ -52,7 +53,9 @@ pub async fn latest_own_snapshot(table: &Table) -> paimon::Result<Option<Snapsho
     let earliest = sm.earliest_snapshot_id().await?.unwrap_or(latest);
     for id in (earliest..=latest).rev() {
         match sm.get_snapshot(id).await {
-            Ok(s) if s.commit_user() == COMMIT_USER => return Ok(Some(s)),
+            Ok(s) if s.commit_user() == COMMIT_USER || s.commit_user() == livestate_lsm::COMPACT_USER => {
+                return Ok(Some(s))
+            }
             Ok(_) | Err(paimon::Error::SnapshotNotExist { .. }) => {}
             Err(e) => return Err(e),
         }
