@@ -51,7 +51,10 @@ const BOOL_OPTIONS: [&str; 4] = [
     "data-file.thin-mode",
 ];
 
-const FREE_OPTIONS: [&str; 4] = ["file.format", "file.compression", "target-file-size", "write-buffer-size"];
+const FREE_OPTIONS: [&str; 1] = ["file.compression"];
+
+/// Options whose value is a memory size (`128 mb`, `64MB`, `1 gb`).
+const SIZE_OPTIONS: [&str; 2] = ["target-file-size", "write-buffer-size"];
 
 /// Checks `opts` against the table's columns and returns its merge engine.
 ///
@@ -131,6 +134,16 @@ pub fn check(
                     err(k, format!("`{v}` is not a duration such as `1 h`, `30 min` or `7 d`"));
                 }
             }
+            _ if SIZE_OPTIONS.contains(&k.as_str()) => {
+                if !is_memory_size(v) {
+                    err(k, format!("`{v}` is not a size such as `128 mb` or `64mb`"));
+                }
+            }
+            "file.format" => {
+                if v != "parquet" {
+                    err(k, format!("`{v}`: livestate writes and compacts parquet files only"));
+                }
+            }
             _ if FREE_OPTIONS.contains(&k.as_str()) => {}
             _ => err(k, "unknown or unsupported Paimon option".into()),
         }
@@ -195,6 +208,13 @@ fn check_field_option(
     }
 }
 
+/// Paimon's memory-size syntax: a whole number and an optional unit (b, kb, mb, gb).
+fn is_memory_size(v: &str) -> bool {
+    let v = v.trim().to_ascii_lowercase();
+    let digits = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    digits > 0 && matches!(v[digits..].trim(), "" | "b" | "k" | "kb" | "m" | "mb" | "g" | "gb")
+}
+
 /// Paimon's duration syntax: a number and a unit (`ms`, `s`, `min`, `h`, `d`), space optional.
 pub fn parse_paimon_duration(v: &str) -> Option<std::time::Duration> {
     let compact: String = v.chars().filter(|c| !c.is_whitespace()).collect();
@@ -226,5 +246,37 @@ pub fn delete_refusal(table: &TableSpec) -> Option<String> {
             "table `{}` is first-row: it keeps the first row for good; deletes need ignore-delete = \"true\" and are then dropped",
             table.name
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errors(opts: &[(&str, &str)]) -> Vec<(String, String)> {
+        let opts: BTreeMap<String, String> = opts.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let columns: IndexMap<String, ValueType> =
+            [("k".to_string(), ValueType::String), ("n".to_string(), ValueType::Int)].into_iter().collect();
+        check(&opts, &columns, &["k".to_string()]).err().unwrap_or_default()
+    }
+
+    #[test]
+    fn maintenance_options_take_paimon_values() {
+        assert!(errors(&[
+            ("target-file-size", "64 mb"),
+            ("num-levels", "4"),
+            ("manifest.merge-min-count", "10"),
+            ("snapshot.expire.limit", "50"),
+            ("snapshot.time-retained", "30 min"),
+            ("file.format", "parquet"),
+        ])
+        .is_empty());
+    }
+
+    #[test]
+    fn unusable_sizes_and_formats_are_refused_by_name() {
+        let e = errors(&[("target-file-size", "big"), ("file.format", "orc")]);
+        let keys: Vec<&str> = e.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["file.format", "target-file-size"], "{e:?}");
     }
 }
