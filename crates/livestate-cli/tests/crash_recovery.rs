@@ -21,6 +21,21 @@ fn ok(mut c: Command) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Waits up to `delay_ms` for `child` to finish, then SIGKILLs it (no destructor, no flush, no
+/// final commit). Returns whether it was still running.
+fn kill_9_after(mut child: std::process::Child, delay_ms: u64) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(delay_ms) && child.try_wait().unwrap().is_none() {
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    let running = child.try_wait().unwrap().is_none();
+    if running {
+        child.kill().unwrap();
+    }
+    child.wait().unwrap();
+    running
+}
+
 #[test]
 fn kill_9_mid_derivation_loses_and_doubles_nothing() {
     let tmp = tempfile::tempdir().unwrap();
@@ -49,24 +64,12 @@ fn kill_9_mid_derivation_loses_and_doubles_nothing() {
 
     let mut kills_mid_run = 0;
     for delay_ms in [120u64, 260, 400, 90, 330, 520] {
-        let mut child = livestate(&dir, &["derive", "--once", "--commit-every", "700"])
+        let child = livestate(&dir, &["derive", "--once", "--commit-every", "700"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let started = Instant::now();
-        while started.elapsed() < Duration::from_millis(delay_ms) {
-            if child.try_wait().unwrap().is_some() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        if child.try_wait().unwrap().is_none() {
-            kills_mid_run += 1;
-            // SIGKILL: no destructor, no flush, no final commit.
-            child.kill().unwrap();
-        }
-        child.wait().unwrap();
+        kills_mid_run += usize::from(kill_9_after(child, delay_ms));
     }
     assert!(
         kills_mid_run >= 2,
@@ -165,16 +168,8 @@ fn kill_9_during_compaction_or_expiry_keeps_every_row_and_leftovers_are_cleaned(
         } else {
             vec!["expire", "--orphans-older-than", "1h"]
         };
-        let mut child = livestate(&dir, &args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-        let started = Instant::now();
-        while started.elapsed() < Duration::from_millis(delay_ms) && child.try_wait().unwrap().is_none() {
-            std::thread::sleep(Duration::from_millis(3));
-        }
-        if child.try_wait().unwrap().is_none() {
-            kills_mid_run += 1;
-            child.kill().unwrap();
-        }
-        child.wait().unwrap();
+        let child = livestate(&dir, &args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        kills_mid_run += usize::from(kill_9_after(child, delay_ms));
         assert_eq!(
             all_rows(&dir, &tables),
             before,

@@ -59,7 +59,9 @@ impl Upkeep {
     pub fn new(freshness: &Freshness) -> Upkeep {
         Upkeep {
             cadence: Cadence::of(freshness),
-            expire_every: freshness.commit_interval().map_or(EXPIRE_AT_MOST_EVERY, |i| i.min(EXPIRE_AT_MOST_EVERY)),
+            expire_every: freshness
+                .commit_interval()
+                .map_or(EXPIRE_AT_MOST_EVERY, |i| i.min(EXPIRE_AT_MOST_EVERY)),
             compacting: None,
             expiring: None,
             commits_while_compacting: 0,

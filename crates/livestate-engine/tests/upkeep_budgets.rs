@@ -73,7 +73,13 @@ async fn a_minutes_budget_table_compacts_after_the_commit_that_reaches_the_trigg
     let (_d, ls) = eager().await;
     let mut derivers = ls.derivers().await.unwrap();
     let events: Vec<String> = (1..=8)
-        .map(|n| line(n, "inventory.stock_counted", json!({"item": format!("i{}", n % 3), "location": "north", "on_hand": n})))
+        .map(|n| {
+            line(
+                n,
+                "inventory.stock_counted",
+                json!({"item": format!("i{}", n % 3), "location": "north", "on_hand": n}),
+            )
+        })
         .collect();
     ls.emit(&events.join("\n"), false).unwrap();
     // One commit per event: the 5-minute stock table reaches the trigger of 3 runs repeatedly.
@@ -95,7 +101,13 @@ async fn a_nightly_table_is_fully_compacted_in_its_nightly_run() {
     let (_d, ls) = eager().await;
     let mut derivers = ls.derivers().await.unwrap();
     let events: Vec<String> = (1..=4)
-        .map(|n| line(n, "procurement.supplier_risk_assessed", json!({"supplier": format!("s{}", n % 2), "level": "high", "reason": "late"})))
+        .map(|n| {
+            line(
+                n,
+                "procurement.supplier_risk_assessed",
+                json!({"supplier": format!("s{}", n % 2), "level": "high", "reason": "late"}),
+            )
+        })
         .collect();
     ls.emit(&events.join("\n"), false).unwrap();
     derivers.catch_up(&ls.record, &ls.spec, 1, &mut |_| {}).await.unwrap();

@@ -104,8 +104,8 @@ fn batch(rng: &mut Rng, rows: usize, keys: u64, n: usize) -> RecordBatch {
         Field::new("b", ADT::Utf8, true),
     ]));
     let ks: Vec<i64> = (0..rows).map(|_| (rng.next() % keys) as i64).collect();
-    let a: Vec<Option<i64>> = (0..rows).map(|i| (n % 2 == 0).then_some((n * rows + i) as i64)).collect();
-    let b: Vec<Option<String>> = (0..rows).map(|i| (n % 2 == 1).then(|| format!("v{n}-{i}"))).collect();
+    let a: Vec<Option<i64>> = (0..rows).map(|i| n.is_multiple_of(2).then_some((n * rows + i) as i64)).collect();
+    let b: Vec<Option<String>> = (0..rows).map(|i| (!n.is_multiple_of(2)).then(|| format!("v{n}-{i}"))).collect();
     RecordBatch::try_new(
         schema,
         vec![Arc::new(Int64Array::from(ks)), Arc::new(Int64Array::from(a)), Arc::new(StringArray::from(b))],
@@ -129,7 +129,8 @@ fn count(dir: &Path, f: &dyn Fn(&str) -> bool) -> usize {
 async fn read_all(table: &Table) -> usize {
     let rb = table.new_read_builder();
     let plan = rb.new_scan().plan().await.unwrap();
-    let batches: Vec<RecordBatch> = rb.new_read().unwrap().to_arrow(plan.splits()).unwrap().try_collect().await.unwrap();
+    let batches: Vec<RecordBatch> =
+        rb.new_read().unwrap().to_arrow(plan.splits()).unwrap().try_collect().await.unwrap();
     batches.iter().map(RecordBatch::num_rows).sum()
 }
 
@@ -138,11 +139,15 @@ async fn read_key(table: &Table, k: i64) -> usize {
     let mut rb = table.new_read_builder();
     rb.with_filter(pb.equal("k", Datum::Long(k)).unwrap());
     let plan = rb.new_scan().plan().await.unwrap();
-    let batches: Vec<RecordBatch> = rb.new_read().unwrap().to_arrow(plan.splits()).unwrap().try_collect().await.unwrap();
+    let batches: Vec<RecordBatch> =
+        rb.new_read().unwrap().to_arrow(plan.splits()).unwrap().try_collect().await.unwrap();
     batches.iter().map(RecordBatch::num_rows).sum()
 }
 
-async fn median<F: std::future::Future<Output = usize>>(runs: usize, mut f: impl FnMut() -> F) -> (Duration, usize) {
+async fn median<F: std::future::Future<Output = usize>>(
+    runs: usize,
+    mut f: impl FnMut() -> F,
+) -> (Duration, usize) {
     let mut times = Vec::new();
     let mut n = 0;
     for _ in 0..runs {

@@ -3,14 +3,15 @@
 //! grown past `manifest.merge-min-count`. Built only from the `paimon` crate's public spec API.
 
 use paimon::spec::{
-    BinaryRow, CommitKind, DataFileMeta, DataType, Datum, FileKind, Manifest, ManifestEntry,
-    ManifestFileMeta, ManifestList, Snapshot,
+    BinaryRow, CommitKind, DataFileMeta, DataType, FileKind, Manifest, ManifestEntry, ManifestFileMeta,
+    ManifestList, Snapshot,
 };
 use paimon::Table;
 use serde::de::DeserializeOwned;
 
 use crate::error::{paimon_err, LsmError, Result};
 use crate::files::{live_files, BucketFiles, Version};
+use crate::stats::MinMax;
 
 /// Version of the manifest entries written here (as the crate writes them).
 const MANIFEST_ENTRY_VERSION: i32 = 2;
@@ -49,26 +50,13 @@ fn entry<'a>(kind: FileKind, b: &'a BucketFiles, file: &DataFileMeta) -> Entry<'
 fn partition_stats<T: DeserializeOwned>(table: &Table, name: &str, partitions: &[&BinaryRow]) -> Result<T> {
     let fields = table.schema().partition_fields();
     let types: Vec<DataType> = fields.iter().map(|f| f.data_type().clone()).collect();
-    let mut mins: Vec<Option<Datum>> = vec![None; fields.len()];
-    let mut maxs: Vec<Option<Datum>> = vec![None; fields.len()];
-    let mut nulls = vec![0i64; fields.len()];
+    let mut acc = MinMax::new(fields.len());
     for p in partitions.iter().filter(|_| !fields.is_empty()) {
         for (i, ty) in types.iter().enumerate() {
-            match p.get_datum(i, ty).map_err(paimon_err(name, "partition value"))? {
-                Some(d) => {
-                    if mins[i].as_ref().is_none_or(|m| d < *m) {
-                        mins[i] = Some(d.clone());
-                    }
-                    if maxs[i].as_ref().is_none_or(|m| d > *m) {
-                        maxs[i] = Some(d);
-                    }
-                }
-                None => nulls[i] += 1,
-            }
+            acc.add(i, p.get_datum(i, ty).map_err(paimon_err(name, "partition value"))?);
         }
     }
-    crate::stats::stats(&mins, &maxs, &nulls, &types)
-        .map_err(|message| LsmError::Refused { table: name.into(), message })
+    acc.finish(&types).map_err(|message| LsmError::Refused { table: name.into(), message })
 }
 
 /// Writes one manifest file holding `entries` and describes it for a manifest list.

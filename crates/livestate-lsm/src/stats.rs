@@ -29,29 +29,49 @@ pub(crate) fn stats<T: DeserializeOwned>(
     serde_json::from_value(json).map_err(|e| format!("building column statistics: {e}"))
 }
 
+/// Running min, max and null count of a row of columns.
+pub(crate) struct MinMax {
+    mins: Vec<Option<Datum>>,
+    maxs: Vec<Option<Datum>>,
+    nulls: Vec<i64>,
+}
+
+impl MinMax {
+    pub fn new(columns: usize) -> MinMax {
+        MinMax { mins: vec![None; columns], maxs: vec![None; columns], nulls: vec![0; columns] }
+    }
+
+    pub fn add(&mut self, pos: usize, value: Option<Datum>) {
+        match value {
+            Some(d) => {
+                if self.mins[pos].as_ref().is_none_or(|m| d < *m) {
+                    self.mins[pos] = Some(d.clone());
+                }
+                if self.maxs[pos].as_ref().is_none_or(|m| d > *m) {
+                    self.maxs[pos] = Some(d);
+                }
+            }
+            None => self.nulls[pos] += 1,
+        }
+    }
+
+    /// Paimon's stats value for columns of Paimon types `types`.
+    pub fn finish<T: DeserializeOwned>(&self, types: &[DataType]) -> Result<T, String> {
+        stats(&self.mins, &self.maxs, &self.nulls, types)
+    }
+}
+
 /// Min, max and null count of columns `cols` (of Paimon types `types`) in `batch`.
 pub(crate) fn column_stats<T: DeserializeOwned>(
     batch: &RecordBatch,
     cols: &[usize],
     types: &[DataType],
 ) -> Result<T, String> {
-    let mut mins: Vec<Option<Datum>> = vec![None; cols.len()];
-    let mut maxs: Vec<Option<Datum>> = vec![None; cols.len()];
-    let mut nulls = vec![0i64; cols.len()];
+    let mut acc = MinMax::new(cols.len());
     for row in 0..batch.num_rows() {
         for (pos, (&col, ty)) in cols.iter().zip(types).enumerate() {
-            match extract_datum_from_arrow(batch, row, col, ty).map_err(|e| e.to_string())? {
-                Some(d) => {
-                    if mins[pos].as_ref().is_none_or(|m| d < *m) {
-                        mins[pos] = Some(d.clone());
-                    }
-                    if maxs[pos].as_ref().is_none_or(|m| d > *m) {
-                        maxs[pos] = Some(d);
-                    }
-                }
-                None => nulls[pos] += 1,
-            }
+            acc.add(pos, extract_datum_from_arrow(batch, row, col, ty).map_err(|e| e.to_string())?);
         }
     }
-    stats(&mins, &maxs, &nulls, types)
+    acc.finish(types)
 }

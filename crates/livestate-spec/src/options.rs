@@ -254,7 +254,8 @@ mod tests {
     use super::*;
 
     fn errors(opts: &[(&str, &str)]) -> Vec<(String, String)> {
-        let opts: BTreeMap<String, String> = opts.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let opts: BTreeMap<String, String> =
+            opts.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let columns: IndexMap<String, ValueType> =
             [("k".to_string(), ValueType::String), ("n".to_string(), ValueType::Int)].into_iter().collect();
         check(&opts, &columns, &["k".to_string()]).err().unwrap_or_default()
