@@ -41,7 +41,7 @@ impl Maintainer {
     /// Reading snapshots, manifests or listing files failed. What was deleted before the
     /// failure stays deleted; nothing a retained snapshot or tag needs is touched.
     pub async fn expire(&self, now_ms: i64, mut progress: impl FnMut(u64, u64)) -> Result<ExpireReport> {
-        let _busy = self.busy.lock().await;
+        let _expiring = self.expiring.lock().await;
         let name = self.name.as_str();
         let sm = self.table.snapshot_manager();
         let tm = self.table.tag_manager();
@@ -128,7 +128,7 @@ impl Maintainer {
     /// # Errors
     /// The tag does not exist, or reading manifests or deleting files failed.
     pub async fn delete_tag(&self, tag: &str) -> Result<ExpireReport> {
-        let _busy = self.busy.lock().await;
+        let _expiring = self.expiring.lock().await;
         let name = self.name.as_str();
         let sm = self.table.snapshot_manager();
         let tm = self.table.tag_manager();

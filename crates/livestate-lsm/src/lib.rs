@@ -82,8 +82,12 @@ pub struct Maintainer {
     compaction: CompactionOptions,
     expire: ExpireOptions,
     commit_lock: CommitLock,
-    /// Only one compaction, expiry or orphan sweep runs on a table at a time.
-    busy: Arc<tokio::sync::Mutex<()>>,
+    /// One compaction of the table at a time.
+    compacting: Arc<tokio::sync::Mutex<()>>,
+    /// One expiry (or tag deletion) of the table at a time. Expiry and compaction may overlap:
+    /// compaction only deletes files live in the latest snapshot, expiry only files no
+    /// retained snapshot sees.
+    expiring: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Maintainer {
@@ -100,7 +104,8 @@ impl Maintainer {
             table,
             name,
             commit_lock,
-            busy: Arc::new(tokio::sync::Mutex::new(())),
+            compacting: Arc::default(),
+            expiring: Arc::default(),
         })
     }
 
@@ -144,7 +149,7 @@ impl Maintainer {
         mode: CompactMode,
         mut progress: impl FnMut(usize, usize),
     ) -> Result<CompactReport> {
-        let _busy = self.busy.lock().await;
+        let _compacting = self.compacting.lock().await;
         let mut report = CompactReport::default();
         let sm = self.table.snapshot_manager();
         let Some(snapshot_id) =

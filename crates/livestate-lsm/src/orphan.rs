@@ -25,7 +25,9 @@ impl Maintainer {
     /// # Errors
     /// Listing the table or reading a snapshot's manifests failed; nothing is deleted then.
     pub async fn remove_orphans(&self, older_than: Duration, now_ms: i64) -> Result<OrphanReport> {
-        let _busy = self.busy.lock().await;
+        // A compaction's outputs are unreferenced until it commits: sweep alone.
+        let _compacting = self.compacting.lock().await;
+        let _expiring = self.expiring.lock().await;
         let name = self.name.as_str();
         let sm = self.table.snapshot_manager();
         let mut report = OrphanReport::default();
