@@ -7,8 +7,9 @@
 //! Each commit upserts `--rows` random keys out of `--keys` (half set `a`, half set `b`, as two
 //! modules filling one row would). "on" compacts after every commit the way a minutes-budget
 //! table does (universal compaction, inline) and expires snapshots every 100 commits, keeping
-//! the 10 newest; "off" is the `paimon` crate alone. "full" is the "on" table after one
-//! more full compaction: the floor for read times.
+//! the 10 newest; "full each commit" does the same with a full compaction after every commit
+//! (`full-compaction.delta-commits = 1`); "off" is the `paimon` crate alone. "fully compacted"
+//! is the universal table after one more full compaction: the floor for read times.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -104,8 +105,10 @@ fn batch(rng: &mut Rng, rows: usize, keys: u64, n: usize) -> RecordBatch {
         Field::new("b", ADT::Utf8, true),
     ]));
     let ks: Vec<i64> = (0..rows).map(|_| (rng.next() % keys) as i64).collect();
-    let a: Vec<Option<i64>> = (0..rows).map(|i| n.is_multiple_of(2).then_some((n * rows + i) as i64)).collect();
-    let b: Vec<Option<String>> = (0..rows).map(|i| (!n.is_multiple_of(2)).then(|| format!("v{n}-{i}"))).collect();
+    let a: Vec<Option<i64>> =
+        (0..rows).map(|i| n.is_multiple_of(2).then_some((n * rows + i) as i64)).collect();
+    let b: Vec<Option<String>> =
+        (0..rows).map(|i| (!n.is_multiple_of(2)).then(|| format!("v{n}-{i}"))).collect();
     RecordBatch::try_new(
         schema,
         vec![Arc::new(Int64Array::from(ks)), Arc::new(Int64Array::from(a)), Arc::new(StringArray::from(b))],
@@ -180,7 +183,15 @@ async fn measure(table: &Table, dir: &Path, m: &Maintainer, f: &mut Figures) {
     f.key_read = key;
 }
 
-async fn run(a: &Args, dir: &Path, compact: bool) -> (Figures, Option<Figures>) {
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Off,
+    Universal,
+    FullEachCommit,
+}
+
+async fn run(a: &Args, dir: &Path, mode: Mode) -> (Figures, Option<Figures>) {
+    let compact = mode != Mode::Off;
     let table = create(dir, a.buckets).await;
     let lock = CommitLock::default();
     let m = Maintainer::new(table.clone(), "db.stock", lock.clone()).unwrap();
@@ -201,7 +212,8 @@ async fn run(a: &Args, dir: &Path, compact: bool) -> (Figures, Option<Figures>) 
         f.write += t.elapsed();
         if compact {
             let t = Instant::now();
-            let r = m.compact(CompactMode::Auto, |_, _| {}).await.unwrap();
+            let how = if mode == Mode::FullEachCommit { CompactMode::Full } else { CompactMode::Auto };
+            let r = m.compact(how, |_, _| {}).await.unwrap();
             f.compactions += usize::from(r.buckets > 0);
             if n % 100 == 99 {
                 m.expire(chrono::Utc::now().timestamp_millis(), |_, _| {}).await.unwrap();
@@ -209,12 +221,13 @@ async fn run(a: &Args, dir: &Path, compact: bool) -> (Figures, Option<Figures>) 
             f.compact += t.elapsed();
         }
         if n % progress == progress - 1 {
-            eprintln!("  {} {}/{} commits", if compact { "on " } else { "off" }, n + 1, a.commits);
+            let name = ["off", "universal", "full each commit"][mode as usize];
+            eprintln!("  {name}: {}/{} commits", n + 1, a.commits);
         }
     }
     write.close().await;
     measure(&table, dir, &m, &mut f).await;
-    if !compact {
+    if mode != Mode::Universal {
         return (f, None);
     }
     let mut full = Figures::default();
@@ -232,53 +245,64 @@ fn main() {
             "{} commits of {} upserts over {} keys, partial-update, {} buckets",
             a.commits, a.rows, a.keys, a.buckets
         );
-        let (off, _) = run(&a, &tmp.path().join("off"), false).await;
-        let (on, full) = run(&a, &tmp.path().join("on"), true).await;
+        let (off, _) = run(&a, &tmp.path().join("off"), Mode::Off).await;
+        let (on, full) = run(&a, &tmp.path().join("on"), Mode::Universal).await;
+        let (eager, _) = run(&a, &tmp.path().join("eager"), Mode::FullEachCommit).await;
         let full = full.unwrap();
         let ms = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1000.0);
         let rate = |f: &Figures| {
             let secs = (f.write + f.compact).as_secs_f64();
             format!("{:.0} rows/s", (a.commits * a.rows) as f64 / secs)
         };
-        println!("\n| {} commits x {} upserts | compaction off | compaction on | fully compacted | on / off | on / full |", a.commits, a.rows);
-        println!("|---|---|---|---|---|---|");
-        let row = |name: &str, off: String, on: String, full: String, r1: String, r2: String| {
-            println!("| {name} | {off} | {on} | {full} | {r1} | {r2} |");
-        };
         let ratio = |x: f64, y: f64| if y > 0.0 { format!("{:.2}x", x / y) } else { "-".into() };
-        row(
-            "data files on disk",
-            off.data_files.to_string(),
-            on.data_files.to_string(),
-            full.data_files.to_string(),
-            ratio(on.data_files as f64, off.data_files as f64),
-            ratio(on.data_files as f64, full.data_files as f64),
+        println!(
+            "\n| {} commits x {} upserts | off | universal (default) | full each commit | fully compacted (floor) | universal / floor | full each / floor |",
+            a.commits, a.rows
         );
-        row("max files per bucket", off.max_files_per_bucket.to_string(), on.max_files_per_bucket.to_string(), full.max_files_per_bucket.to_string(), "".into(), "".into());
-        row("max sorted runs per bucket", off.max_runs.to_string(), on.max_runs.to_string(), full.max_runs.to_string(), "".into(), "".into());
-        row("snapshot files", off.snapshots.to_string(), on.snapshots.to_string(), full.snapshots.to_string(), "".into(), "".into());
-        row("manifest files", off.manifests.to_string(), on.manifests.to_string(), full.manifests.to_string(), "".into(), "".into());
+        println!("|---|---|---|---|---|---|---|");
+        let row = |name: &str, cells: [String; 4], ratios: [String; 2]| {
+            println!("| {name} | {} | {} | {} | {} | {} | {} |", cells[0], cells[1], cells[2], cells[3], ratios[0], ratios[1]);
+        };
+        let all = [&off, &on, &eager, &full];
+        let count_row = |name: &str, get: &dyn Fn(&Figures) -> usize| {
+            row(name, all.map(|f| get(f).to_string()), [String::new(), String::new()]);
+        };
+        count_row("data files on disk", &|f| f.data_files);
+        count_row("max files per bucket", &|f| f.max_files_per_bucket);
+        count_row("max sorted runs per bucket", &|f| f.max_runs);
+        count_row("snapshot files", &|f| f.snapshots);
+        count_row("manifest files", &|f| f.manifests);
+        let read_row = |name: &str, get: &dyn Fn(&Figures) -> Duration| {
+            let floor = get(&full).as_secs_f64();
+            row(
+                name,
+                all.map(|f| ms(get(f))),
+                [ratio(get(&on).as_secs_f64(), floor), ratio(get(&eager).as_secs_f64(), floor)],
+            );
+        };
+        read_row("full read (median of 3)", &|f| f.full_read);
+        read_row("single-key read (median of 5)", &|f| f.key_read);
         row(
-            "full read (median of 3)",
-            ms(off.full_read),
-            ms(on.full_read),
-            ms(full.full_read),
-            ratio(on.full_read.as_secs_f64(), off.full_read.as_secs_f64()),
-            ratio(on.full_read.as_secs_f64(), full.full_read.as_secs_f64()),
+            "write throughput (commit + compaction)",
+            [rate(&off), rate(&on), rate(&eager), String::new()],
+            [
+                format!("{} of off", ratio((off.write + off.compact).as_secs_f64(), (on.write + on.compact).as_secs_f64())),
+                format!("{} of off", ratio((off.write + off.compact).as_secs_f64(), (eager.write + eager.compact).as_secs_f64())),
+            ],
         );
         row(
-            "single-key read (median of 5)",
-            ms(off.key_read),
-            ms(on.key_read),
-            ms(full.key_read),
-            ratio(on.key_read.as_secs_f64(), off.key_read.as_secs_f64()),
-            ratio(on.key_read.as_secs_f64(), full.key_read.as_secs_f64()),
+            "time in commits / in compaction",
+            [ms(off.write), format!("{} / {}", ms(on.write), ms(on.compact)), format!("{} / {}", ms(eager.write), ms(eager.compact)), String::new()],
+            [String::new(), String::new()],
         );
-        row("write throughput (commit + compaction)", rate(&off), rate(&on), "".into(), ratio((off.write + off.compact).as_secs_f64(), (on.write + on.compact).as_secs_f64()), "".into());
-        row("time in commits / in compaction", ms(off.write), format!("{} / {}", ms(on.write), ms(on.compact)), "".into(), "".into(), "".into());
-        row("compactions", "0".into(), on.compactions.to_string(), "".into(), "".into(), "".into());
-        assert_eq!(off.rows_read, on.rows_read, "both tables hold the same rows");
+        row(
+            "compactions",
+            ["0".into(), on.compactions.to_string(), eager.compactions.to_string(), String::new()],
+            [String::new(), String::new()],
+        );
+        assert_eq!(off.rows_read, on.rows_read, "every run holds the same rows");
         assert_eq!(on.rows_read, full.rows_read);
+        assert_eq!(on.rows_read, eager.rows_read);
         println!("\nrows in table: {}", on.rows_read);
     });
 }
