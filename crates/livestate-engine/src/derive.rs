@@ -1,5 +1,6 @@
 //! Derivation: the record, folded into every state table (and the archive), exactly once.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use livestate_record::{Record, RecordedEvent};
@@ -8,9 +9,10 @@ use paimon::spec::RowKind;
 use paimon::FileSystemCatalog;
 
 use crate::error::EngineError;
+use crate::index::{Index, IndexMeta};
 use crate::layout::{Layout, Status, TableProgress};
 use crate::schema::{archive_row, ARCHIVE_TABLE, RECORD_DB, STATE_DB};
-use crate::sink::TableSink;
+use crate::sink::{TableSink, Tracking};
 use crate::upkeep::Upkeep;
 
 /// Events read from the record per step.
@@ -65,14 +67,25 @@ impl Derivers {
         catalog: &FileSystemCatalog,
         spec: &CompanySpec,
         layout: &Layout,
+        index: &Arc<Index>,
     ) -> Result<Derivers, EngineError> {
         let mut tables = Vec::new();
         for t in spec.tables.values() {
-            let sink = TableSink::open(catalog, STATE_DB, &t.name, true).await?;
+            let tracking = Tracking::new(t, Arc::clone(index))?;
+            let sink = TableSink::open(catalog, STATE_DB, &t.name, true, Some(tracking)).await?;
+            // The index must reflect exactly the table's last commit; otherwise (a crash between
+            // the Paimon commit and the index update, a new directory) it is rebuilt from Paimon.
+            let at = IndexMeta { identifier: sink.committed, snapshot_id: sink.snapshot_id };
+            if index.meta(&t.name)?.is_none_or(|m| m.identifier != at.identifier)
+                || sink.snapshot_id.is_none()
+            {
+                let rows = crate::read::scan(&sink.table, t, &[]).await?;
+                index.rebuild(&t.name, &rows, at)?;
+            }
             let upkeep = Upkeep::new(&t.freshness);
             tables.push(StateSink { freshness: t.freshness, sink, last_nightly_commit: None, upkeep });
         }
-        let archive = TableSink::open(catalog, RECORD_DB, ARCHIVE_TABLE, false).await?;
+        let archive = TableSink::open(catalog, RECORD_DB, ARCHIVE_TABLE, false, None).await?;
         let archive_upkeep = Upkeep::new(&Freshness::Within(ARCHIVE_COMMIT_INTERVAL * 2));
         // This process holds the write lock and no writer has written yet, so every file no
         // snapshot or tag references is left over from a crash: remove it now.

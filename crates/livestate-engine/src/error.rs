@@ -29,6 +29,9 @@ pub enum EngineError {
     Spec(#[from] SpecError),
     #[error(transparent)]
     Record(#[from] RecordError),
+    /// The lookup index could not be read or written.
+    #[error("lookup index of table {table}: {message}")]
+    Index { table: String, message: String },
     /// Compaction, expiry or orphan cleanup failed.
     #[error(transparent)]
     Maintenance(#[from] livestate_lsm::LsmError),

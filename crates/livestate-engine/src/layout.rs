@@ -44,6 +44,9 @@ impl Layout {
     pub fn record_dir(&self) -> PathBuf {
         self.dir.join("record")
     }
+    pub fn index_dir(&self) -> PathBuf {
+        self.dir.join("index")
+    }
     pub fn warehouse_dir(&self) -> PathBuf {
         self.dir.join("warehouse")
     }

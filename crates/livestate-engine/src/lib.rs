@@ -9,6 +9,7 @@
 
 mod derive;
 mod error;
+pub mod index;
 mod layout;
 pub mod read;
 mod rows;
@@ -30,6 +31,7 @@ pub use layout::{Layout, Status, TableProgress, WriteLock};
 pub use read::{At, LagSource, ReadRequest, Receipt, Rows, TableInfo};
 
 use crate::error::{io_err, paimon_err};
+use crate::index::Index;
 use crate::schema::{archive_schema, state_schema, ARCHIVE_TABLE, RECORD_DB, STATE_DB};
 
 /// Events appended per record write (each write is one atomic batch and one fsync).
@@ -71,6 +73,8 @@ pub struct Livestate {
     pub spec: CompanySpec,
     pub record: Record,
     pub catalog: FileSystemCatalog,
+    /// Each state table's current rows by key, as of its last commit.
+    pub index: std::sync::Arc<Index>,
     _lock: WriteLock,
 }
 
@@ -130,9 +134,10 @@ impl Livestate {
             .await
             .map_err(paimon_err(ARCHIVE_TABLE, "create table"))?;
         let record = Record::open(&layout.record_dir())?;
+        let index = std::sync::Arc::new(Index::open(&layout.index_dir(), &spec)?);
         // The spec directory appears last: its presence marks a complete initialisation.
         std::fs::rename(&staging, layout.spec_dir()).map_err(io_err(&staging))?;
-        Ok(Livestate { layout, spec, record, catalog, _lock: lock })
+        Ok(Livestate { layout, spec, record, catalog, index, _lock: lock })
     }
 
     /// Opens an initialised directory for writing, taking its lock.
@@ -148,7 +153,8 @@ impl Livestate {
         let spec = load_spec(&layout)?;
         let catalog = open_catalog(&layout)?;
         let record = Record::open(&layout.record_dir())?;
-        Ok(Livestate { layout, spec, record, catalog, _lock: lock })
+        let index = std::sync::Arc::new(Index::open(&layout.index_dir(), &spec)?);
+        Ok(Livestate { layout, spec, record, catalog, index, _lock: lock })
     }
 
     /// Validates JSON-lines events and appends them durably.
@@ -202,7 +208,7 @@ impl Livestate {
     /// # Errors
     /// Paimon errors.
     pub async fn derivers(&self) -> Result<Derivers, EngineError> {
-        Derivers::open(&self.catalog, &self.spec, &self.layout).await
+        Derivers::open(&self.catalog, &self.spec, &self.layout, &self.index).await
     }
 
     /// Every table this directory keeps: the state tables in spec order, then the

@@ -271,7 +271,47 @@ pub async fn read(
     Ok(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt })
 }
 
-async fn scan(
+/// Every row of `table` (as of the version the handle points at), merged.
+///
+/// # Errors
+/// Paimon or Arrow errors.
+pub async fn scan_all(table: &Table, ts: &TableSpec) -> Result<Vec<Vec<Value>>, EngineError> {
+    scan(table, ts, &[]).await
+}
+
+/// The rows of an Arrow batch of `ts`'s columns.
+///
+/// # Errors
+/// A column whose values do not decode.
+pub fn rows_of(batch: &arrow_array::RecordBatch, ts: &TableSpec) -> Result<Vec<Vec<Value>>, EngineError> {
+    crate::rows::from_batch(batch).map_err(|message| EngineError::Arrow { table: ts.name.clone(), message })
+}
+
+/// The row kinds (`+I`, `-U`, `+U`, `-D`) in the first column of an audit-log batch.
+///
+/// # Errors
+/// The first column holds no row kinds.
+pub fn row_kinds(batch: &arrow_array::RecordBatch) -> Result<Vec<String>, EngineError> {
+    use arrow_array::Array;
+    let col = batch.column(0);
+    let bad = || EngineError::Arrow {
+        table: "(changelog)".into(),
+        message: "first column is not a row kind".into(),
+    };
+    if let Some(s) = col.as_any().downcast_ref::<arrow_array::StringArray>() {
+        return Ok((0..s.len()).map(|i| s.value(i).to_string()).collect());
+    }
+    let k = col.as_any().downcast_ref::<arrow_array::Int8Array>().ok_or_else(bad)?;
+    (0..k.len())
+        .map(|i| {
+            paimon::spec::RowKind::from_value(k.value(i))
+                .map(|r| r.short_string().to_string())
+                .map_err(|_| bad())
+        })
+        .collect()
+}
+
+pub(crate) async fn scan(
     table: &Table,
     ts: &TableSpec,
     filters: &[(usize, Value)],

@@ -2,6 +2,7 @@
 
 use livestate_record::RecordedEvent;
 use livestate_spec::types::{millis_to_timestamp, parse_timestamp};
+use livestate_spec::MergeEngine;
 use livestate_spec::{TableSpec, Value, ValueType};
 use paimon::spec::{BigIntType, BooleanType, DataType, DecimalType, Schema, TimestampType, VarCharType};
 
@@ -42,6 +43,14 @@ pub fn state_schema(spec: &TableSpec) -> paimon::Result<Schema> {
     b = b.primary_key(spec.primary_key.clone());
     for (k, v) in &spec.options {
         b = b.option(k.clone(), v.clone());
+    }
+    if !spec.options.contains_key("changelog-producer") {
+        // livestate writes every change with its before and after as changelog files in the
+        // commit; readers find them where `input` puts them (APPEND snapshots). Paimon allows
+        // first-row tables only `lookup`, whose changelog pypaimon also reads from every
+        // snapshot (Java's streaming source reads it from COMPACT snapshots only).
+        let producer = if spec.merge_engine == MergeEngine::FirstRow { "lookup" } else { "input" };
+        b = b.option("changelog-producer", producer);
     }
     b.comment(spec.description.clone()).build()
 }

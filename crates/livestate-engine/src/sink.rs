@@ -2,8 +2,17 @@
 
 use std::sync::Arc;
 
+use std::collections::{BTreeMap, HashMap};
+
+use arrow_array::{ArrayRef, Int64Array, Int8Array, RecordBatch, UInt32Array};
+use arrow_ord::sort::{lexsort_to_indices, SortColumn};
 use arrow_schema::Schema as ArrowSchema;
 use livestate_lsm::{CommitLock, Maintainer};
+use livestate_spec::{Action, Merger, TableSpec, Value};
+use paimon::spec::{BinaryRow, RowKind};
+use paimon::CommitMessage;
+
+use crate::index::{Index, IndexMeta};
 use paimon::catalog::Identifier;
 use paimon::spec::Snapshot;
 use paimon::{Catalog, FileSystemCatalog, Table, TableCommit, TableWrite};
@@ -38,6 +47,69 @@ pub(crate) struct TableSink {
     commit_lock: CommitLock,
     /// Compaction, expiry and orphan cleanup of this table.
     pub maintainer: Maintainer,
+    /// State tables: each key's row before and after what is applied but not committed.
+    tracking: Option<Tracking>,
+}
+
+/// A key's row at the last commit and now (`None`: no row).
+type BeforeAfter = (Option<Vec<Value>>, Option<Vec<Value>>);
+
+/// Row-level bookkeeping of a state table: the merge engine applied to every row operation,
+/// so each commit knows every key's row before and after it (changelog) and the lookup index
+/// can move to the new rows when the commit succeeds.
+pub(crate) struct Tracking {
+    table: String,
+    merger: Merger,
+    index: Arc<Index>,
+    /// Key → (row at the last commit, row now).
+    touched: BTreeMap<Vec<u8>, BeforeAfter>,
+    /// Whether commits carry a changelog (`changelog-producer` other than `none`).
+    changelog: bool,
+    key_idx: Vec<usize>,
+}
+
+impl Tracking {
+    pub fn new(ts: &TableSpec, index: Arc<Index>) -> Result<Tracking, EngineError> {
+        let merger =
+            Merger::new(ts).map_err(|message| EngineError::Index { table: ts.name.clone(), message })?;
+        Ok(Tracking {
+            table: ts.name.clone(),
+            merger,
+            index,
+            touched: BTreeMap::new(),
+            changelog: ts.options.get("changelog-producer").is_none_or(|v| v != "none"),
+            key_idx: ts.primary_key.iter().map(|k| ts.columns.get_index_of(k).expect("key column")).collect(),
+        })
+    }
+
+    fn apply(&mut self, kind: RowKind, row: &[Value]) -> Result<(), EngineError> {
+        let key = crate::index::key_bytes(self.key_idx.iter().map(|&i| &row[i]));
+        let action = if kind.is_add() { Action::Upsert } else { Action::Delete };
+        let current = match self.touched.get(&key) {
+            Some((_, now)) => now.clone(),
+            None => self.index.get(&self.table, &key)?,
+        };
+        let next = self.merger.apply(current.clone(), action, row);
+        self.touched.entry(key).or_insert((current, None)).1 = next;
+        Ok(())
+    }
+
+    /// The changes of the pending commit: (kind, row) in key order, -U before +U.
+    fn changes(&self) -> Vec<(RowKind, &Vec<Value>)> {
+        let mut out = Vec::new();
+        for (before, after) in self.touched.values() {
+            match (before, after) {
+                (None, Some(a)) => out.push((RowKind::Insert, a)),
+                (Some(b), None) => out.push((RowKind::Delete, b)),
+                (Some(b), Some(a)) if b != a => {
+                    out.push((RowKind::UpdateBefore, b));
+                    out.push((RowKind::UpdateAfter, a));
+                }
+                _ => {}
+            }
+        }
+        out
+    }
 }
 
 /// The latest snapshot written by livestate (its deriver or its compaction, which carries the
@@ -69,9 +141,16 @@ impl TableSink {
         db: &str,
         name: &str,
         with_kind: bool,
+        tracking: Option<Tracking>,
     ) -> Result<TableSink, EngineError> {
         let full = format!("{db}.{name}");
-        let table = catalog.get_table(&Identifier::new(db, name)).await.map_err(paimon_err(&full, "open"))?;
+        let mut table =
+            catalog.get_table(&Identifier::new(db, name)).await.map_err(paimon_err(&full, "open"))?;
+        if tracking.is_some() {
+            // livestate writes the changelog itself (before and after of every change); the
+            // `paimon` writer must not add its raw input changelog on top.
+            table = table.copy_with_options(HashMap::from([("changelog-producer".into(), "none".into())]));
+        }
         let (committed, snapshot_id) =
             match latest_own_snapshot(&table).await.map_err(paimon_err(&full, "find last commit"))? {
                 Some(s) => (u64::try_from(s.commit_identifier()).unwrap_or(0), Some(s.id())),
@@ -98,10 +177,14 @@ impl TableSink {
             oldest_uncommitted_ms: None,
             commit_lock,
             maintainer,
+            tracking,
         })
     }
 
     pub async fn push(&mut self, row: KindRow, recorded_at_ms: i64) -> Result<(), EngineError> {
+        if let Some(t) = &mut self.tracking {
+            t.apply(row.0, &row.1)?;
+        }
         self.pending.push(row);
         self.oldest_uncommitted_ms.get_or_insert(recorded_at_ms);
         if self.pending.len() >= WRITE_BATCH_ROWS {
@@ -130,7 +213,11 @@ impl TableSink {
             self.committed = self.position;
             return Ok(None);
         }
-        let messages = self.write.prepare_commit().await.map_err(paimon_err(&self.name, "prepare commit"))?;
+        let mut messages =
+            self.write.prepare_commit().await.map_err(paimon_err(&self.name, "prepare commit"))?;
+        if let Some(t) = self.tracking.as_ref().filter(|t| t.changelog) {
+            self.attach_changelog(t, &mut messages).await?;
+        }
         let identifier = i64::try_from(self.position).expect("record offsets fit i64");
         let _guard = self.commit_lock.lock().await;
         self.commit
@@ -147,6 +234,82 @@ impl TableSink {
             .await
             .map_err(paimon_err(&self.name, "read snapshot"))?;
         self.snapshot_id = id;
+        if let Some(t) = &mut self.tracking {
+            let meta = IndexMeta { identifier: self.position, snapshot_id: id };
+            let touched = std::mem::take(&mut t.touched);
+            t.index.apply(
+                &t.table,
+                touched.iter().map(|(k, (_, now))| (k.as_slice(), now.as_deref())),
+                meta,
+            )?;
+        }
         Ok(id)
+    }
+
+    /// Writes the pending commit's changes as Paimon changelog files, one per bucket, and adds
+    /// them to that bucket's commit message.
+    async fn attach_changelog(
+        &self,
+        t: &Tracking,
+        messages: &mut [CommitMessage],
+    ) -> Result<(), EngineError> {
+        let changes = t.changes();
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let arrow = |message: String| EngineError::Arrow { table: self.name.clone(), message };
+        let plain = rows::write_schema(&self.table, false).map_err(paimon_err(&self.name, "schema"))?;
+        let owned: Vec<KindRow> = changes.iter().map(|(k, r)| (*k, (*r).clone())).collect();
+        let user = rows::to_batch(&plain, &owned).map_err(arrow)?;
+        let fields = self.table.schema().fields();
+        let buckets: i32 =
+            self.table.schema().options().get("bucket").and_then(|b| b.parse().ok()).unwrap_or(1);
+        let mut by_bucket: BTreeMap<i32, Vec<u32>> = BTreeMap::new();
+        for i in 0..user.num_rows() {
+            let key = BinaryRow::from_arrow(&user, i, &t.key_idx, fields)
+                .map_err(paimon_err(&self.name, "bucket"))?;
+            by_bucket.entry((key.hash_code() % buckets).wrapping_abs()).or_default().push(i as u32);
+        }
+        let physical = livestate_lsm::kvfile::physical_schema(&self.table, &self.name)?;
+        for (bucket, idx) in by_bucket {
+            let message =
+                messages.iter_mut().find(|m| m.bucket == bucket).ok_or_else(|| EngineError::Arrow {
+                    table: self.name.clone(),
+                    message: format!("a change in bucket {bucket}, which this commit wrote nothing to"),
+                })?;
+            let seq = message.new_files.iter().map(|f| f.max_sequence_number).max().unwrap_or(0);
+            let take = UInt32Array::from(idx.clone());
+            let mut columns: Vec<ArrayRef> = vec![
+                Arc::new(Int64Array::from(vec![seq; idx.len()])),
+                Arc::new(Int8Array::from(
+                    idx.iter().map(|&i| owned[i as usize].0.to_value()).collect::<Vec<_>>(),
+                )),
+            ];
+            for c in user.columns() {
+                columns.push(
+                    arrow_select::take::take(c.as_ref(), &take, None).map_err(|e| arrow(e.to_string()))?,
+                );
+            }
+            let batch = RecordBatch::try_new(physical.clone(), columns).map_err(|e| arrow(e.to_string()))?;
+            // Files are sorted by primary key (their min/max keys say so); -U stays before +U.
+            let mut sort: Vec<SortColumn> = t
+                .key_idx
+                .iter()
+                .map(|&k| SortColumn { values: batch.column(k + 2).clone(), options: None })
+                .collect();
+            sort.push(SortColumn {
+                values: Arc::new(UInt32Array::from_iter_values(0..idx.len() as u32)),
+                options: None,
+            });
+            let order = lexsort_to_indices(&sort, None).map_err(|e| arrow(e.to_string()))?;
+            let batch =
+                arrow_select::take::take_record_batch(&batch, &order).map_err(|e| arrow(e.to_string()))?;
+            let bucket_path = format!("{}/bucket-{bucket}", self.table.location().trim_end_matches('/'));
+            let file =
+                livestate_lsm::kvfile::write_changelog(&self.table, &self.name, &bucket_path, &batch, 0)
+                    .await?;
+            message.new_changelog_files.push(file);
+        }
+        Ok(())
     }
 }

@@ -22,6 +22,7 @@ mod error;
 mod expire;
 mod files;
 mod health;
+pub mod kvfile;
 mod options;
 mod orphan;
 pub mod pick;

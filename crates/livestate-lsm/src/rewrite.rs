@@ -15,21 +15,16 @@ use arrow_ord::sort::{lexsort_to_indices, SortColumn, SortOptions};
 use arrow_row::{RowConverter, SortField};
 use arrow_schema::SchemaRef;
 use futures::TryStreamExt;
-use paimon::spec::{BinaryRow, DataFileMeta, DataType, RowKind};
+use paimon::spec::{DataFileMeta, RowKind};
 use paimon::{DataSplit, Table};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 use crate::error::{paimon_err, LsmError, Result};
 use crate::files::BucketFiles;
-use crate::stats::column_stats;
+use crate::kvfile::{FileSource, KvFile};
 
 const SEQUENCE: &str = "_SEQUENCE_NUMBER";
 const VALUE_KIND: &str = "_VALUE_KIND";
-/// `_FILE_SOURCE` of files written by compaction (Java's `FileSource.COMPACT`).
-const FILE_SOURCE_COMPACT: i32 = 1;
 
 /// One compaction job for one bucket.
 pub(crate) struct Rewrite<'a> {
@@ -307,7 +302,15 @@ impl Rewrite<'_> {
         while offset < sorted.num_rows() {
             let len = rows_per_file.min(sorted.num_rows() - offset);
             let chunk = sorted.slice(offset, len);
-            match self.write_file(&split, &chunk, seq_idx, kind_idx, &physical_user, out.len()).await {
+            let written = crate::kvfile::write(
+                self.table,
+                self.name,
+                &self.bucket.bucket_path,
+                &chunk,
+                KvFile { level: self.output_level, ordinal: out.len(), source: FileSource::Compact },
+            )
+            .await;
+            match written {
                 Ok(meta) => out.push(meta),
                 Err(e) => {
                     self.abort(&split, &out).await;
@@ -324,86 +327,6 @@ impl Rewrite<'_> {
         for f in files {
             let _ = self.table.file_io().delete_file(&split.data_file_path(f)).await;
         }
-    }
-
-    async fn write_file(
-        &self,
-        split: &DataSplit,
-        chunk: &RecordBatch,
-        seq_idx: usize,
-        kind_idx: usize,
-        physical_user: &[usize],
-        ordinal: usize,
-    ) -> Result<DataFileMeta> {
-        let opts = self.table.schema().options();
-        let prefix = opts.get("data-file.prefix").map_or("data-", String::as_str);
-        let file_name = format!("{prefix}{}-{ordinal}.parquet", uuid::Uuid::new_v4());
-        let props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("zstd level 1")))
-            .set_statistics_enabled(EnabledStatistics::Chunk)
-            .build();
-        let mut buf = Vec::new();
-        let mut writer = ArrowWriter::try_new(&mut buf, chunk.schema(), Some(props))
-            .map_err(|e| self.file_err(&file_name, e))?;
-        writer.write(chunk).map_err(|e| self.file_err(&file_name, e))?;
-        writer.close().map_err(|e| self.file_err(&file_name, e))?;
-
-        let fields = self.table.schema().fields();
-        let user = chunk.project(physical_user).map_err(|e| self.file_err(&file_name, e))?;
-        let pk_idx: Vec<usize> = self
-            .table
-            .schema()
-            .primary_keys()
-            .iter()
-            .map(|k| fields.iter().position(|f| f.name() == k).expect("key is a field"))
-            .collect();
-        let key_types: Vec<DataType> = pk_idx.iter().map(|&i| fields[i].data_type().clone()).collect();
-        let all_types: Vec<DataType> = fields.iter().map(|f| f.data_type().clone()).collect();
-        let key_stats = column_stats(&user, &pk_idx, &key_types).map_err(|e| self.file_err(&file_name, e))?;
-        let value_stats = column_stats(&user, &(0..fields.len()).collect::<Vec<_>>(), &all_types)
-            .map_err(|e| self.file_err(&file_name, e))?;
-        let key_of = |row: usize| {
-            BinaryRow::from_arrow(&user, row, &pk_idx, fields)
-                .map(|r| r.to_serialized_bytes())
-                .map_err(paimon_err(self.name, "key bounds"))
-        };
-        let seqs = downcast::<Int64Array>(chunk.column(seq_idx)).expect("checked");
-        let kinds = downcast::<Int8Array>(chunk.column(kind_idx)).expect("checked");
-        let deletes = (0..chunk.num_rows())
-            .filter(|&i| !RowKind::from_value(kinds.value(i)).is_ok_and(|k| k.is_add()))
-            .count();
-        let meta = DataFileMeta {
-            file_name: file_name.clone(),
-            file_size: i64::try_from(buf.len()).expect("file size fits i64"),
-            row_count: i64::try_from(chunk.num_rows()).expect("rows fit i64"),
-            min_key: key_of(0)?,
-            max_key: key_of(chunk.num_rows() - 1)?,
-            key_stats,
-            value_stats,
-            min_sequence_number: seqs.values().iter().copied().min().unwrap_or(0),
-            max_sequence_number: seqs.values().iter().copied().max().unwrap_or(0),
-            schema_id: self.table.schema().id(),
-            level: self.output_level,
-            extra_files: vec![],
-            creation_time: Some(chrono::Utc::now()),
-            delete_row_count: Some(i64::try_from(deletes).expect("rows fit i64")),
-            embedded_index: None,
-            file_source: Some(FILE_SOURCE_COMPACT),
-            value_stats_cols: None,
-            external_path: None,
-            first_row_id: None,
-            write_cols: None,
-            column_max_sequence_numbers: None,
-        };
-        let path = split.data_file_path(&meta);
-        self.table
-            .file_io()
-            .new_output(&path)
-            .map_err(paimon_err(self.name, "create data file"))?
-            .write(bytes::Bytes::from(buf))
-            .await
-            .map_err(paimon_err(self.name, "write data file"))?;
-        Ok(meta)
     }
 }
 

@@ -31,6 +31,7 @@ mod error;
 pub mod event;
 pub mod expr;
 pub mod freshness;
+pub mod merge;
 pub mod options;
 pub mod types;
 
@@ -38,4 +39,5 @@ pub use company::{Action, CompanySpec, EventType, FieldSpec, Mapping, MergeEngin
 pub use error::{EventError, Problem, SpecError};
 pub use event::{Event, EventEnvelope, RowOp};
 pub use freshness::Freshness;
+pub use merge::Merger;
 pub use types::{Value, ValueType};

@@ -12,12 +12,11 @@ use crate::company::{MergeEngine, TableSpec};
 use crate::freshness::parse_duration;
 use crate::types::ValueType;
 
-const AGGREGATE_FUNCTIONS: [&str; 12] = [
+const AGGREGATE_FUNCTIONS: [&str; 11] = [
     "sum",
     "product",
     "max",
     "min",
-    "count",
     "last_value",
     "last_non_null_value",
     "first_value",
@@ -83,27 +82,22 @@ pub fn check(
         }
     };
     for (k, v) in opts {
-        let value_col = |name: &str| columns.get(name).copied();
         match k.as_str() {
             "merge-engine" => {}
             "bucket" => match v.parse::<i32>() {
                 Ok(n) if (1..=1024).contains(&n) => {}
                 _ => err(k, format!("`{v}`: livestate needs a fixed bucket count from 1 to 1024")),
             },
-            "sequence.field" => {
-                for f in v.split(',').map(str::trim) {
-                    match value_col(f) {
-                        Some(ValueType::Int | ValueType::Timestamp) => {}
-                        Some(t) => {
-                            err(k, format!("sequence field `{f}` is {t}; it must be int or timestamp"))
-                        }
-                        None => err(k, format!("sequence field `{f}` is not a column")),
-                    }
-                }
-            }
+            "sequence.field" => err(
+                k,
+                "not supported: livestate applies changes in record order (its changelog and lookup index follow that order)".into(),
+            ),
             "changelog-producer" => match v.as_str() {
-                "none" | "input" => {}
-                other => err(k, format!("changelog-producer `{other}` is not supported yet (none or input)")),
+                "none" => {}
+                other => err(
+                    k,
+                    format!("`{other}`: livestate writes every table's changelog (before and after of each change) itself; `none` switches it off"),
+                ),
             },
             "deletion-vectors.enabled" => {
                 if v != "false" {
@@ -195,14 +189,8 @@ fn check_field_option(
             }
         }
         "sequence-group" => {
-            if engine != MergeEngine::PartialUpdate {
-                err(k, "sequence groups need merge-engine = \"partial-update\"".into());
-            }
-            for f in v.split(',').map(str::trim) {
-                if !columns.contains_key(f) {
-                    err(k, format!("sequence group member `{f}` is not a column"));
-                }
-            }
+            let _ = (v, engine);
+            err(k, "sequence groups are not supported: livestate applies changes in record order".into())
         }
         _ => err(k, format!("unknown field option `{opt}`")),
     }
