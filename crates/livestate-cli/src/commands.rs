@@ -179,6 +179,14 @@ impl ReadCtx {
         }
     }
 
+    /// The lookup index, when this process owns the directory.
+    fn index(&self) -> Option<&livestate_engine::index::Index> {
+        match self {
+            ReadCtx::Owned(ls) => Some(&ls.index),
+            ReadCtx::Shared(_) => None,
+        }
+    }
+
     fn parts(&self) -> (&CompanySpec, &FileSystemCatalog, LagSource<'_>) {
         match self {
             ReadCtx::Owned(ls) => (&ls.spec, &ls.catalog, ls.lag_source()),
@@ -200,7 +208,7 @@ async fn read_table(dir: &Path, table: String, keys: Vec<String>, at: At, json: 
     let keys = parse_keys(keys)?;
     let ctx = ReadCtx::open(dir).await?;
     let (spec, catalog, lag) = ctx.parts();
-    let rows = read::read(catalog, spec, &ReadRequest { table, keys, at }, &lag).await?;
+    let rows = read::read(catalog, spec, &ReadRequest { table, keys, at }, &lag, ctx.index()).await?;
     if json {
         let out =
             serde_json::json!({"receipt": rows.receipt, "columns": rows.columns, "rows": rows.json_rows()});
@@ -358,7 +366,7 @@ async fn demo(dir: &Path, seed: u64, items: usize, orders: usize) -> anyhow::Res
         ("work_queue", "Work queue", vec![]),
         ("open_orders", "Open orders", vec![]),
     ] {
-        let rows = read::read(&ls.catalog, &ls.spec, &ReadRequest { table: table.into(), keys, at: At::Latest }, &lag).await?;
+        let rows = read::read(&ls.catalog, &ls.spec, &ReadRequest { table: table.into(), keys, at: At::Latest }, &lag, Some(&ls.index)).await?;
         println!("== {title}");
         print!("{}", render::rows_table(&rows));
         println!("{}\n", render::receipt_line(&rows.receipt));

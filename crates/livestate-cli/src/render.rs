@@ -52,7 +52,8 @@ pub fn receipt_line(r: &Receipt) -> String {
         _ => format!("budget {}", r.budget),
     };
     let committed = r.committed_at.as_deref().map(|c| format!(", committed {c}")).unwrap_or_default();
-    format!("receipt: {} {snap}, reflects record offsets < {}{committed}, {lag}", r.table, r.offset)
+    let via = if r.served_by == "index" { ", served by the lookup index" } else { "" };
+    format!("receipt: {} {snap}, reflects record offsets < {}{committed}, {lag}{via}", r.table, r.offset)
 }
 
 /// `livestate tables` as text.

@@ -17,6 +17,7 @@ use serde::Serialize;
 use crate::error::{paimon_err, EngineError};
 use crate::layout::Status;
 use crate::schema::STATE_DB;
+use crate::index::{key_bytes, Index};
 use crate::sink::latest_own_snapshot;
 
 /// Which version of a table to read.
@@ -54,6 +55,9 @@ pub struct Receipt {
     /// `record` when measured against the record itself; `status` when another process owns the
     /// directory and the figure is the one it last reported.
     pub measured_by: &'static str,
+    /// `index` when a point lookup was answered by the lookup index (which reflects exactly
+    /// this snapshot), `paimon` when the table was scanned.
+    pub served_by: &'static str,
 }
 
 /// Rows read from a table, with the receipt of what was read.
@@ -174,6 +178,7 @@ pub(crate) async fn latest_receipt(
         budget: ts.freshness.to_string(),
         within_budget: lag_ms.map(|l| Duration::from_millis(l) <= allowed),
         measured_by,
+        served_by: "paimon",
     })
 }
 
@@ -217,6 +222,7 @@ pub async fn read(
     spec: &CompanySpec,
     req: &ReadRequest,
     lag: &LagSource<'_>,
+    index: Option<&Index>,
 ) -> Result<Rows, EngineError> {
     let (table, ts) = get_table(catalog, spec, &req.table).await?;
     let full = format!("{STATE_DB}.{}", ts.name);
@@ -224,7 +230,11 @@ pub async fn read(
         req.keys.iter().map(|(c, v)| parse_filter(&ts, c, v)).collect::<Result<_, _>>()?;
     let (table, receipt) = match &req.at {
         At::Latest => {
-            let r = latest_receipt(&table, &ts, lag).await?;
+            let mut r = latest_receipt(&table, &ts, lag).await?;
+            if let Some(rows) = point_lookup(&table, &ts, &filters, index).await? {
+                r.served_by = "index";
+                return Ok(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt: r });
+            }
             (table, r)
         }
         at => {
@@ -262,6 +272,7 @@ pub async fn read(
                 budget: ts.freshness.to_string(),
                 within_budget: None,
                 measured_by: "snapshot",
+                served_by: "paimon",
             };
             (tt, receipt)
         }
@@ -269,6 +280,33 @@ pub async fn read(
     let mut rows = scan(&table, &ts, &filters).await?;
     sort_by_key(&ts, &mut rows);
     Ok(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt })
+}
+
+/// Answers from the lookup index when `filters` name every key column and the index reflects
+/// the table's latest livestate snapshot; `None` when the table must be scanned instead.
+async fn point_lookup(
+    table: &Table,
+    ts: &TableSpec,
+    filters: &[(usize, Value)],
+    index: Option<&Index>,
+) -> Result<Option<Vec<Vec<Value>>>, EngineError> {
+    let Some(index) = index else { return Ok(None) };
+    let mut key = Vec::new();
+    for k in &ts.primary_key {
+        let idx = ts.columns.get_index_of(k).expect("key column");
+        match filters.iter().find(|(i, _)| *i == idx) {
+            Some((_, v)) => key.push(v),
+            None => return Ok(None),
+        }
+    }
+    let full = format!("{STATE_DB}.{}", ts.name);
+    let snap = latest_own_snapshot(table).await.map_err(paimon_err(&full, "read snapshot"))?;
+    let identifier = snap.map_or(0, |s| u64::try_from(s.commit_identifier()).unwrap_or(0));
+    if index.meta(&ts.name)?.is_none_or(|m| m.identifier != identifier) {
+        return Ok(None);
+    }
+    let row = index.get(&ts.name, &key_bytes(key.into_iter()))?;
+    Ok(Some(row.into_iter().filter(|r| filters.iter().all(|(i, v)| &r[*i] == v)).collect()))
 }
 
 /// Every row of `table` (as of the version the handle points at), merged.

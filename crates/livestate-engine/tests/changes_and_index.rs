@@ -154,3 +154,39 @@ proptest! {
         });
     }
 }
+
+#[tokio::test]
+async fn a_point_lookup_is_answered_by_the_index_with_the_same_row_and_receipt() {
+    let (_d, ls) = fresh().await;
+    let lines: Vec<String> = (1..=6).map(|n| event(n, &Op::Count((n % 3) as u8, i64::from(n)))).collect();
+    ls.emit(&lines.join("\n"), false).unwrap();
+    let mut d = ls.derivers().await.unwrap();
+    d.catch_up(&ls.record, &ls.spec, 1_000, &mut |_| {}).await.unwrap();
+    let read = |keys: &[(&str, &str)], index: bool| {
+        let req = livestate_engine::ReadRequest {
+            table: "stock".into(),
+            keys: keys.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            at: livestate_engine::At::Latest,
+        };
+        let ls = &ls;
+        async move {
+            livestate_engine::read::read(&ls.catalog, &ls.spec, &req, &ls.lag_source(), index.then_some(&*ls.index))
+                .await
+                .unwrap()
+        }
+    };
+    let key = [("item", "part-1"), ("location", "north")];
+    let from_index = read(&key, true).await;
+    let from_paimon = read(&key, false).await;
+    assert_eq!(from_index.receipt.served_by, "index");
+    assert_eq!(from_paimon.receipt.served_by, "paimon");
+    assert_eq!(from_index.rows, from_paimon.rows);
+    assert_eq!(from_index.rows.len(), 1);
+    assert_eq!(from_index.receipt.snapshot_id, from_paimon.receipt.snapshot_id);
+    assert_eq!(from_index.receipt.offset, from_paimon.receipt.offset);
+    // Not every key column given: a scan.
+    assert_eq!(read(&[("item", "part-1")], true).await.receipt.served_by, "paimon");
+    // A key that is not there: no rows, still from the index.
+    let none = read(&[("item", "part-9"), ("location", "north")], true).await;
+    assert!(none.rows.is_empty() && none.receipt.served_by == "index");
+}
