@@ -13,10 +13,11 @@ use clap::Parser;
 pub use args::{Cli, Command};
 
 /// The example company's spec, built into the binary so `init` and `demo` work anywhere.
-pub const EXAMPLE_SPEC: [(&str, &str); 3] = [
+pub const EXAMPLE_SPEC: [(&str, &str); 4] = [
     ("events.toml", include_str!("../../../examples/company/events.toml")),
     ("tables.toml", include_str!("../../../examples/company/tables.toml")),
     ("mappings.toml", include_str!("../../../examples/company/mappings.toml")),
+    ("triggers.toml", include_str!("../../../examples/company/triggers.toml")),
 ];
 
 /// Parses `args` and runs the command.

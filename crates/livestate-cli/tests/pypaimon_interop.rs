@@ -267,7 +267,11 @@ fn pypaimon_streams_every_change_with_its_before_and_after() {
                 "+I" | "+U" => {
                     state.insert(k, row);
                 }
-                _ => assert_eq!(state.remove(&k).as_ref(), Some(&row), "{table}: retracting a row that is not there"),
+                _ => assert_eq!(
+                    state.remove(&k).as_ref(),
+                    Some(&row),
+                    "{table}: retracting a row that is not there"
+                ),
             }
         }
         assert_eq!(canonical(state.into_values()), livestate_rows(&dir, table, &[]), "{table}");

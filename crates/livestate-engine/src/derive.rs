@@ -9,7 +9,7 @@ use paimon::spec::RowKind;
 use paimon::FileSystemCatalog;
 
 use crate::error::EngineError;
-use crate::index::{Index, IndexMeta};
+use crate::index::Index;
 use crate::layout::{Layout, Status, TableProgress};
 use crate::schema::{archive_row, ARCHIVE_TABLE, RECORD_DB, STATE_DB};
 use crate::sink::{TableSink, Tracking};
@@ -71,17 +71,10 @@ impl Derivers {
     ) -> Result<Derivers, EngineError> {
         let mut tables = Vec::new();
         for t in spec.tables.values() {
-            let tracking = Tracking::new(t, Arc::clone(index))?;
-            let sink = TableSink::open(catalog, STATE_DB, &t.name, true, Some(tracking)).await?;
-            // The index must reflect exactly the table's last commit; otherwise (a crash between
-            // the Paimon commit and the index update, a new directory) it is rebuilt from Paimon.
-            let at = IndexMeta { identifier: sink.committed, snapshot_id: sink.snapshot_id };
-            if index.meta(&t.name)?.is_none_or(|m| m.identifier != at.identifier)
-                || sink.snapshot_id.is_none()
-            {
-                let rows = crate::read::scan(&sink.table, t, &[]).await?;
-                index.rebuild(&t.name, &rows, at)?;
-            }
+            let triggers = spec.triggers.values().filter(|tr| tr.table == t.name).cloned().collect();
+            let tracking = Tracking::new(t, triggers, Arc::clone(index))?;
+            let mut sink = TableSink::open(catalog, STATE_DB, &t.name, true, Some(tracking)).await?;
+            sink.recover_index(t).await?;
             let upkeep = Upkeep::new(&t.freshness);
             tables.push(StateSink { freshness: t.freshness, sink, last_nightly_commit: None, upkeep });
         }

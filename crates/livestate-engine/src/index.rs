@@ -17,6 +17,7 @@ use livestate_spec::{CompanySpec, Value, ValueType};
 use serde::{Deserialize, Serialize};
 
 use crate::error::EngineError;
+use crate::triggers::{Effects, Firing};
 
 /// Which commit a table's index reflects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,6 +38,19 @@ pub struct Index {
     db: Database,
     meta: Keyspace,
     tables: HashMap<String, TableIndex>,
+    /// Trigger and key of every disarmed trigger (`trigger 0x00 key`).
+    disarmed: Keyspace,
+    /// Firings by trigger and sequence (`trigger 0x00 seq`), as JSON.
+    firings: Keyspace,
+    /// Consumer cursors (`trigger 0x00 consumer` → last acknowledged seq).
+    cursors: Keyspace,
+}
+
+fn pair(a: &str, b: &[u8]) -> Vec<u8> {
+    let mut k = a.as_bytes().to_vec();
+    k.push(0);
+    k.extend_from_slice(b);
+    k
 }
 
 fn store_err(table: &str) -> impl Fn(fjall::Error) -> EngineError + '_ {
@@ -50,7 +64,9 @@ impl Index {
     /// The store cannot be opened.
     pub fn open(path: &Path, spec: &CompanySpec) -> Result<Index, EngineError> {
         let db = Database::builder(path).open().map_err(store_err("(index)"))?;
-        let meta = db.keyspace("meta", KeyspaceCreateOptions::default).map_err(store_err("(index)"))?;
+        let ks = |name: &str| db.keyspace(name, KeyspaceCreateOptions::default).map_err(store_err("(index)"));
+        let (meta, disarmed, firings, cursors) =
+            (ks("meta")?, ks("disarmed")?, ks("firings")?, ks("cursors")?);
         let mut tables = HashMap::new();
         for t in spec.tables.values() {
             let rows = db
@@ -63,7 +79,7 @@ impl Index {
                 TableIndex { rows, types: t.columns.values().copied().collect(), key_idx },
             );
         }
-        Ok(Index { db, meta, tables })
+        Ok(Index { db, meta, tables, disarmed, firings, cursors })
     }
 
     fn table(&self, name: &str) -> Result<&TableIndex, EngineError> {
@@ -115,8 +131,37 @@ impl Index {
         changes: impl IntoIterator<Item = (&'a [u8], Option<&'a [Value]>)>,
         meta: IndexMeta,
     ) -> Result<(), EngineError> {
+        self.apply_with(table, changes, meta, &Effects::default())
+    }
+
+    /// As [`Index::apply`], with the commit's trigger firings and arming changes in the same
+    /// atomic batch.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub(crate) fn apply_with<'a>(
+        &self,
+        table: &str,
+        changes: impl IntoIterator<Item = (&'a [u8], Option<&'a [Value]>)>,
+        meta: IndexMeta,
+        effects: &Effects,
+    ) -> Result<(), EngineError> {
         let t = self.table(table)?;
         let mut batch = self.db.batch();
+        for f in &effects.firings {
+            batch.insert(
+                &self.firings,
+                pair(&f.trigger, &f.seq.to_be_bytes()),
+                serde_json::to_vec(f).expect("firing encodes"),
+            );
+        }
+        for (trigger, key, armed) in &effects.arming {
+            if *armed {
+                batch.remove(&self.disarmed, pair(trigger, key));
+            } else {
+                batch.insert(&self.disarmed, pair(trigger, key), b"");
+            }
+        }
         for (key, row) in changes {
             match row {
                 Some(r) => batch.insert(&t.rows, key, encode_row(r)),
@@ -125,7 +170,8 @@ impl Index {
         }
         batch.insert(&self.meta, table.as_bytes(), serde_json::to_vec(&meta).expect("meta encodes"));
         batch.commit().map_err(store_err(table))?;
-        self.db.persist(PersistMode::Buffer).map_err(store_err(table))?;
+        let mode = if effects.firings.is_empty() { PersistMode::Buffer } else { PersistMode::SyncAll };
+        self.db.persist(mode).map_err(store_err(table))?;
         Ok(())
     }
 
@@ -158,6 +204,69 @@ impl Index {
             out.push(decode_row(table, &t.types, &v)?);
         }
         Ok(out)
+    }
+
+    /// Whether `trigger` is armed for `key` (it is until it fires).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn is_armed(&self, trigger: &str, key: &[u8]) -> Result<bool, EngineError> {
+        Ok(!self.disarmed.contains_key(pair(trigger, key)).map_err(store_err(trigger))?)
+    }
+
+    /// The sequence number of `trigger`'s latest firing (0 before the first).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn last_seq(&self, trigger: &str) -> Result<u64, EngineError> {
+        match self.firings.prefix(pair(trigger, b"")).next_back() {
+            None => Ok(0),
+            Some(kv) => {
+                let k = kv.key().map_err(store_err(trigger))?;
+                Ok(u64::from_be_bytes(k[k.len() - 8..].try_into().expect("8-byte seq")))
+            }
+        }
+    }
+
+    /// The last firing `consumer` acknowledged for `trigger` (0 for none).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn cursor(&self, trigger: &str, consumer: &str) -> Result<u64, EngineError> {
+        Ok(match self.cursors.get(pair(trigger, consumer.as_bytes())).map_err(store_err(trigger))? {
+            Some(v) => u64::from_be_bytes(v.as_ref().try_into().unwrap_or([0; 8])),
+            None => 0,
+        })
+    }
+
+    /// Up to `limit` firings of `trigger` after `consumer`'s cursor, oldest first.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn pending(&self, trigger: &str, consumer: &str, limit: usize) -> Result<Vec<Firing>, EngineError> {
+        let from = self.cursor(trigger, consumer)? + 1;
+        let mut out = Vec::new();
+        for kv in
+            self.firings.range(pair(trigger, &from.to_be_bytes())..pair(trigger, &[0xff; 9])).take(limit)
+        {
+            let (_, v) = kv.into_inner().map_err(store_err(trigger))?;
+            out.push(serde_json::from_slice(&v).map_err(|e| EngineError::Index {
+                table: trigger.into(),
+                message: format!("stored firing does not decode: {e}"),
+            })?);
+        }
+        Ok(out)
+    }
+
+    /// Records that `consumer` has handled `trigger`'s firings up to `seq`, durably.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn ack(&self, trigger: &str, consumer: &str, seq: u64) -> Result<(), EngineError> {
+        self.cursors
+            .insert(pair(trigger, consumer.as_bytes()), seq.to_be_bytes())
+            .map_err(store_err(trigger))?;
+        self.db.persist(PersistMode::SyncAll).map_err(store_err(trigger))
     }
 
     /// Number of rows indexed for `table`.

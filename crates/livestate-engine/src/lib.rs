@@ -15,6 +15,7 @@ pub mod read;
 mod rows;
 pub mod schema;
 mod sink;
+pub mod triggers;
 mod upkeep;
 
 use std::collections::HashMap;

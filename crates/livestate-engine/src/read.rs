@@ -15,9 +15,9 @@ use paimon::{Catalog, FileSystemCatalog, Table};
 use serde::Serialize;
 
 use crate::error::{paimon_err, EngineError};
+use crate::index::{key_bytes, Index};
 use crate::layout::Status;
 use crate::schema::STATE_DB;
-use crate::index::{key_bytes, Index};
 use crate::sink::latest_own_snapshot;
 
 /// Which version of a table to read.

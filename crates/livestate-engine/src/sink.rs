@@ -8,11 +8,12 @@ use arrow_array::{ArrayRef, Int64Array, Int8Array, RecordBatch, UInt32Array};
 use arrow_ord::sort::{lexsort_to_indices, SortColumn};
 use arrow_schema::Schema as ArrowSchema;
 use livestate_lsm::{CommitLock, Maintainer};
-use livestate_spec::{Action, Merger, TableSpec, Value};
+use livestate_spec::{Action, Merger, TableSpec, Trigger, Value};
 use paimon::spec::{BinaryRow, RowKind};
 use paimon::CommitMessage;
 
 use crate::index::{Index, IndexMeta};
+use crate::triggers::{Effects, TableTriggers};
 use paimon::catalog::Identifier;
 use paimon::spec::Snapshot;
 use paimon::{Catalog, FileSystemCatalog, Table, TableCommit, TableWrite};
@@ -51,6 +52,48 @@ pub(crate) struct TableSink {
     tracking: Option<Tracking>,
 }
 
+/// The before/after of every key changed by snapshot `id`, read from its changelog.
+async fn changes_of(
+    table: &paimon::Table,
+    ts: &TableSpec,
+    name: &str,
+    id: i64,
+) -> Result<BTreeMap<Vec<u8>, BeforeAfter>, EngineError> {
+    use futures::TryStreamExt;
+    let rb = table.new_read_builder();
+    let plan = rb
+        .new_incremental_scan(paimon::IncrementalScanMode::Changelog, id - 1, id)
+        .plan()
+        .await
+        .map_err(paimon_err(name, "plan changelog"))?;
+    let batches: Vec<RecordBatch> = rb
+        .new_read()
+        .map_err(paimon_err(name, "read changelog"))?
+        .to_audit_log_arrow(&plan)
+        .map_err(paimon_err(name, "read changelog"))?
+        .try_collect()
+        .await
+        .map_err(paimon_err(name, "read changelog"))?;
+    let key_idx: Vec<usize> =
+        ts.primary_key.iter().map(|k| ts.columns.get_index_of(k).expect("key column")).collect();
+    let mut out: BTreeMap<Vec<u8>, BeforeAfter> = BTreeMap::new();
+    for b in batches {
+        let kinds = crate::read::row_kinds(&b)?;
+        let user = b
+            .project(&(1..b.num_columns()).collect::<Vec<_>>())
+            .map_err(|e| EngineError::Arrow { table: name.to_string(), message: e.to_string() })?;
+        for (kind, row) in kinds.into_iter().zip(crate::read::rows_of(&user, ts)?) {
+            let key = crate::index::key_bytes(key_idx.iter().map(|&i| &row[i]));
+            let e = out.entry(key).or_insert((None, None));
+            match kind.as_str() {
+                "-U" | "-D" => e.0 = Some(row),
+                _ => e.1 = Some(row),
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// A key's row at the last commit and now (`None`: no row).
 type BeforeAfter = (Option<Vec<Value>>, Option<Vec<Value>>);
 
@@ -66,19 +109,24 @@ pub(crate) struct Tracking {
     /// Whether commits carry a changelog (`changelog-producer` other than `none`).
     changelog: bool,
     key_idx: Vec<usize>,
+    triggers: TableTriggers,
 }
 
 impl Tracking {
-    pub fn new(ts: &TableSpec, index: Arc<Index>) -> Result<Tracking, EngineError> {
+    pub fn new(ts: &TableSpec, triggers: Vec<Trigger>, index: Arc<Index>) -> Result<Tracking, EngineError> {
         let merger =
             Merger::new(ts).map_err(|message| EngineError::Index { table: ts.name.clone(), message })?;
+        let key_idx: Vec<usize> =
+            ts.primary_key.iter().map(|k| ts.columns.get_index_of(k).expect("key column")).collect();
+        let columns = ts.columns.keys().cloned().collect();
         Ok(Tracking {
             table: ts.name.clone(),
             merger,
             index,
             touched: BTreeMap::new(),
             changelog: ts.options.get("changelog-producer").is_none_or(|v| v != "none"),
-            key_idx: ts.primary_key.iter().map(|k| ts.columns.get_index_of(k).expect("key column")).collect(),
+            triggers: TableTriggers { triggers, columns, key_idx: key_idx.clone() },
+            key_idx,
         })
     }
 
@@ -92,6 +140,45 @@ impl Tracking {
         let next = self.merger.apply(current.clone(), action, row);
         self.touched.entry(key).or_insert((current, None)).1 = next;
         Ok(())
+    }
+
+    /// Trigger firings and arming changes of the pending commit, once committed as `at`
+    /// (snapshot id, offset, time).
+    fn effects(&self, at: (Option<i64>, u64, i64)) -> Result<Effects, EngineError> {
+        let mut out = Effects::default();
+        if self.triggers.triggers.is_empty() {
+            return Ok(out);
+        }
+        let mut seqs: HashMap<String, u64> = HashMap::new();
+        for t in &self.triggers.triggers {
+            seqs.insert(t.name.clone(), self.index.last_seq(&t.name)?);
+        }
+        let mut armed: HashMap<(String, Vec<u8>), bool> = HashMap::new();
+        for (key, (before, after)) in &self.touched {
+            if before == after {
+                continue;
+            }
+            for t in &self.triggers.triggers {
+                armed.insert((t.name.clone(), key.clone()), self.index.is_armed(&t.name, key)?);
+            }
+            let is_armed = |name: &str| armed.get(&(name.to_string(), key.clone())).copied().unwrap_or(true);
+            let mut next = |name: &str| {
+                let s = seqs.get_mut(name).expect("trigger seq");
+                *s += 1;
+                *s
+            };
+            self.triggers.evaluate(
+                &self.table,
+                key,
+                before.as_deref(),
+                after.as_deref(),
+                &is_armed,
+                at,
+                &mut next,
+                &mut out,
+            );
+        }
+        Ok(out)
     }
 
     /// The changes of the pending commit: (kind, row) in key order, -U before +U.
@@ -236,14 +323,60 @@ impl TableSink {
         self.snapshot_id = id;
         if let Some(t) = &mut self.tracking {
             let meta = IndexMeta { identifier: self.position, snapshot_id: id };
+            let effects = t.effects((id, self.position, chrono::Utc::now().timestamp_millis()))?;
             let touched = std::mem::take(&mut t.touched);
-            t.index.apply(
+            t.index.apply_with(
                 &t.table,
                 touched.iter().map(|(k, (_, now))| (k.as_slice(), now.as_deref())),
                 meta,
+                &effects,
             )?;
         }
         Ok(id)
+    }
+
+    /// Brings the lookup index (and trigger firings) to the table's last commit.
+    ///
+    /// The index lags only after a crash between a Paimon commit and the index update (or in a
+    /// new directory). When the changelog of the missing commits is there, it is replayed
+    /// commit by commit, so their trigger firings happen exactly once; otherwise the index is
+    /// rebuilt from a full read (and those commits fire nothing).
+    ///
+    /// # Errors
+    /// Paimon or index errors.
+    pub async fn recover_index(&mut self, ts: &TableSpec) -> Result<(), EngineError> {
+        let Some(t) = &mut self.tracking else { return Ok(()) };
+        let now = IndexMeta { identifier: self.committed, snapshot_id: self.snapshot_id };
+        let meta = t.index.meta(&t.table)?;
+        if meta.is_some_and(|m| m.identifier == now.identifier) && now.snapshot_id.is_some() {
+            return Ok(());
+        }
+        let sm = self.table.snapshot_manager();
+        if let (Some(from), Some(to), true) = (meta.and_then(|m| m.snapshot_id), now.snapshot_id, t.changelog)
+        {
+            if sm.get_snapshot(from).await.is_ok() {
+                for id in from + 1..=to {
+                    let Ok(snap) = sm.get_snapshot(id).await else { continue };
+                    let changes = changes_of(&self.table, ts, &self.name, id).await?;
+                    if changes.is_empty() {
+                        continue;
+                    }
+                    t.touched = changes;
+                    let identifier = u64::try_from(snap.commit_identifier()).unwrap_or(0);
+                    let at = (Some(id), identifier, i64::try_from(snap.time_millis()).unwrap_or(0));
+                    let effects = t.effects(at)?;
+                    let touched = std::mem::take(&mut t.touched);
+                    let m = IndexMeta { identifier, snapshot_id: Some(id) };
+                    let rows = touched.iter().map(|(k, (_, now))| (k.as_slice(), now.as_deref()));
+                    t.index.apply_with(&t.table, rows, m, &effects)?;
+                }
+                if t.index.meta(&t.table)?.is_some_and(|m| m.identifier == now.identifier) {
+                    return Ok(());
+                }
+            }
+        }
+        let rows = crate::read::scan(&self.table, ts, &[]).await?;
+        t.index.rebuild(&t.table, &rows, now)
     }
 
     /// Writes the pending commit's changes as Paimon changelog files, one per bucket, and adds

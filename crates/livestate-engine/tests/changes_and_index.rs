@@ -170,9 +170,15 @@ async fn a_point_lookup_is_answered_by_the_index_with_the_same_row_and_receipt()
         };
         let ls = &ls;
         async move {
-            livestate_engine::read::read(&ls.catalog, &ls.spec, &req, &ls.lag_source(), index.then_some(&*ls.index))
-                .await
-                .unwrap()
+            livestate_engine::read::read(
+                &ls.catalog,
+                &ls.spec,
+                &req,
+                &ls.lag_source(),
+                index.then_some(&*ls.index),
+            )
+            .await
+            .unwrap()
         }
     };
     let key = [("item", "part-1"), ("location", "north")];

@@ -161,7 +161,9 @@ async fn filter_by_key_and_time_travel_to_an_earlier_snapshot() {
         keys: vec![],
         at: livestate_engine::At::Snapshot(1),
     };
-    let then = livestate_engine::read::read(&ls.catalog, &ls.spec, &req, &ls.lag_source(), Some(&ls.index)).await.unwrap();
+    let then = livestate_engine::read::read(&ls.catalog, &ls.spec, &req, &ls.lag_source(), Some(&ls.index))
+        .await
+        .unwrap();
     assert_eq!(then.rows.len(), 1);
     assert_eq!(then.json_rows()[0]["status"], "released");
     assert_eq!(then.receipt.offset, 1, "snapshot 1 reflects offsets below 1");

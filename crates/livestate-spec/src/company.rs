@@ -28,6 +28,19 @@ pub struct CompanySpec {
     pub events: IndexMap<String, EventType>,
     pub tables: IndexMap<String, TableSpec>,
     pub mappings: Vec<Mapping>,
+    pub triggers: IndexMap<String, Trigger>,
+}
+
+/// An edge trigger on a state table: it fires once for a key when `when` turns true for the
+/// key's row, and re-arms when `rearm` holds (default: when `when` no longer holds) or the
+/// row is deleted.
+#[derive(Debug, Clone)]
+pub struct Trigger {
+    pub name: String,
+    pub table: String,
+    pub description: Option<String>,
+    pub when: Expr,
+    pub rearm: Option<Expr>,
 }
 
 #[derive(Debug, Clone)]
@@ -170,6 +183,17 @@ struct RawFile {
     tables: IndexMap<String, RawTable>,
     #[serde(default)]
     mappings: Vec<RawMapping>,
+    #[serde(default)]
+    triggers: IndexMap<String, RawTrigger>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTrigger {
+    table: String,
+    description: Option<String>,
+    when: String,
+    rearm: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -207,6 +231,7 @@ struct Builder {
     events: IndexMap<String, EventType>,
     tables: IndexMap<String, TableSpec>,
     raw_mappings: Vec<(PathBuf, usize, RawMapping)>,
+    raw_triggers: Vec<(PathBuf, String, RawTrigger)>,
     table_files: BTreeMap<String, PathBuf>,
 }
 
@@ -232,6 +257,48 @@ impl Builder {
         for (i, m) in raw.mappings.into_iter().enumerate() {
             self.raw_mappings.push((file.to_path_buf(), i, m));
         }
+        for (name, t) in raw.triggers {
+            self.raw_triggers.push((file.to_path_buf(), name, t));
+        }
+    }
+
+    fn add_trigger(&mut self, file: &Path, name: String, raw: RawTrigger) -> Option<Trigger> {
+        let at = format!("triggers.{name}");
+        if !valid_name(&name) {
+            self.problem(
+                file,
+                &at,
+                "a trigger name is lowercase letters, digits and `_`, starting with a letter",
+            );
+        }
+        let Some(table) = self.tables.get(&raw.table).cloned() else {
+            self.problem(file, format!("{at}.table"), format!("unknown table `{}`", raw.table));
+            return None;
+        };
+        let resolve = |n: &str| table.columns.get(n).copied();
+        let mut check = |field: &str, src: &str| match Expr::parse(src)
+            .and_then(|e| e.type_check(&resolve).map(|t| (e, t)))
+        {
+            Ok((e, ExprType::Of(ValueType::Bool))) => Some(e),
+            Ok((_, t)) => {
+                self.problem(
+                    file,
+                    format!("{at}.{field}"),
+                    format!("`{src}` is {t}; a trigger condition must be bool"),
+                );
+                None
+            }
+            Err(e) => {
+                self.problem(file, format!("{at}.{field}"), e);
+                None
+            }
+        };
+        let when = check("when", &raw.when);
+        let rearm = match &raw.rearm {
+            Some(r) => Some(check("rearm", r)?),
+            None => None,
+        };
+        Some(Trigger { name, table: raw.table, description: raw.description, when: when?, rearm })
     }
 
     fn add_event(&mut self, file: &Path, name: String, raw: RawEvent) {
@@ -466,6 +533,16 @@ impl Builder {
                 mappings.push(m);
             }
         }
+        let mut triggers = IndexMap::new();
+        for (file, name, t) in std::mem::take(&mut self.raw_triggers) {
+            if triggers.contains_key(&name) {
+                self.problem(&file, format!("triggers.{name}"), "declared twice");
+                continue;
+            }
+            if let Some(t) = self.add_trigger(&file, name.clone(), t) {
+                triggers.insert(name, t);
+            }
+        }
         if self.problems.is_empty() && self.tables.is_empty() {
             self.problems.push(Problem {
                 file: PathBuf::from("(spec)"),
@@ -476,7 +553,7 @@ impl Builder {
         if !self.problems.is_empty() {
             return Err(SpecError::Invalid(self.problems));
         }
-        Ok(CompanySpec { events: self.events, tables: self.tables, mappings })
+        Ok(CompanySpec { events: self.events, tables: self.tables, mappings, triggers })
     }
 }
 

@@ -38,5 +38,8 @@ pub async fn rows(ls: &Livestate, table: &str, keys: &[(&str, &str)]) -> Vec<Val
         keys: keys.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         at: At::Latest,
     };
-    livestate_engine::read::read(&ls.catalog, &ls.spec, &req, &ls.lag_source(), Some(&ls.index)).await.unwrap().json_rows()
+    livestate_engine::read::read(&ls.catalog, &ls.spec, &req, &ls.lag_source(), Some(&ls.index))
+        .await
+        .unwrap()
+        .json_rows()
 }
