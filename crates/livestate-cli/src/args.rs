@@ -121,6 +121,24 @@ are removed once older than --orphans-older-than.\n\nExamples:\n  livestate expi
         #[arg(long, default_value = "1h", value_parser = parse_window)]
         orphans_older_than: std::time::Duration,
     },
+    /// Print a trigger's firings as JSON lines, each once per consumer (its cursor is kept).
+    #[command(
+        after_help = "Prints the firings after the consumer's cursor and moves the cursor past those printed (after they are\n\
+written), so each reaches the consumer once. Firings exist once `livestate derive` has committed the change.\n\
+One process owns a directory: while `derive` runs, firings are read through the server instead.\n\nExamples:\n  livestate watch --dir ./acme stock_below_reorder_point --consumer buyer\n  livestate watch --dir ./acme job_blocked --consumer ops --peek"
+    )]
+    Watch {
+        #[arg(long, default_value = "./livestate-data", env = "LIVESTATE_DIR")]
+        dir: PathBuf,
+        /// Trigger name (see the spec's [triggers.NAME])
+        trigger: String,
+        /// Who is reading; each consumer has its own cursor
+        #[arg(long)]
+        consumer: String,
+        /// Print without moving the cursor
+        #[arg(long)]
+        peek: bool,
+    },
     /// Run the example company: init, generated events from three modules, derive, print state.
     #[command(after_help = "Example:\n  livestate demo\n  livestate demo --dir /tmp/acme --seed 42")]
     Demo {

@@ -32,6 +32,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Tables { dir, json } => tables(&dir, json).await,
         Command::Demo { dir, seed, items, orders } => demo(&dir, seed, items, orders).await,
         Command::Compact { dir, table, full } => compact(&dir, &table, full).await,
+        Command::Watch { dir, trigger, consumer, peek } => watch(&dir, &trigger, &consumer, peek).await,
         Command::Expire { dir, table, orphans_older_than } => expire(&dir, table, orphans_older_than).await,
     }
 }
@@ -303,6 +304,41 @@ async fn expire(dir: &Path, table: Option<String>, orphans_older_than: Duration)
             o.bytes
         );
     }
+    Ok(())
+}
+
+/// Prints the firings after `consumer`'s cursor; moves the cursor past each unless `peek`.
+fn deliver(ls: &Livestate, trigger: &str, consumer: &str, peek: bool) -> anyhow::Result<usize> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let mut n = 0;
+    loop {
+        let batch = ls.index.pending(trigger, consumer, 256)?;
+        let Some(last) = batch.last().map(|f| f.seq) else { return Ok(n) };
+        for f in &batch {
+            writeln!(out, "{}", serde_json::to_string(f)?)?;
+        }
+        out.flush()?;
+        n += batch.len();
+        if peek {
+            return Ok(n);
+        }
+        // Printed and flushed first, then acknowledged: a crash in between prints these again.
+        ls.index.ack(trigger, consumer, last)?;
+    }
+}
+
+async fn watch(dir: &Path, trigger: &str, consumer: &str, peek: bool) -> anyhow::Result<()> {
+    let ls = Livestate::open(dir).await?;
+    if !ls.spec.triggers.contains_key(trigger) {
+        let known = ls.spec.triggers.keys().cloned().collect();
+        return Err(EngineError::UnknownTrigger { name: trigger.into(), known }.into());
+    }
+    if consumer.trim().is_empty() || consumer.contains('\0') {
+        bail!("--consumer must be a non-empty name");
+    }
+    let n = deliver(&ls, trigger, consumer, peek)?;
+    eprintln!("{n} firing(s) of {trigger} for {consumer}");
     Ok(())
 }
 

@@ -61,6 +61,8 @@ pub enum EngineError {
     AlreadyInitialized { dir: PathBuf },
     #[error("unknown table `{name}` (tables: {})", .known.join(", "))]
     UnknownTable { name: String, known: Vec<String> },
+    #[error("unknown trigger `{name}` (triggers: {})", if .known.is_empty() { "none declared".to_string() } else { .known.join(", ") })]
+    UnknownTrigger { name: String, known: Vec<String> },
     /// Some input lines were invalid; nothing of the batch was appended.
     #[error("{} invalid event(s), nothing was appended:\n{}", .0.len(), .0.iter().map(|e| format!("  {e}")).collect::<Vec<_>>().join("\n"))]
     InvalidEvents(Vec<LineError>),

@@ -266,6 +266,7 @@ pub fn is_input_error(e: &EngineError) -> bool {
             | EngineError::Record(livestate_record::RecordError::IdConflict { .. })
             | EngineError::BadRequest { .. }
             | EngineError::UnknownTable { .. }
+            | EngineError::UnknownTrigger { .. }
             | EngineError::Spec(_)
     )
 }
