@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use livestate_record::{Record, RecordedEvent};
-use livestate_spec::{Action, CompanySpec, Event, EventEnvelope, Freshness};
+use livestate_spec::{Action, CompanySpec, Event, EventEnvelope, Freshness, Value};
 use paimon::spec::RowKind;
 use paimon::FileSystemCatalog;
 
@@ -52,6 +52,8 @@ pub struct Derivers {
     tables: Vec<StateSink>,
     archive: TableSink,
     archive_upkeep: Upkeep,
+    /// Answers lookup joins: each table's rows as of its last commit.
+    index: Arc<Index>,
 }
 
 struct StateSink {
@@ -89,7 +91,8 @@ impl Derivers {
                 tracing::info!(table = %sink.name, files = removed.files, "removed files left by an earlier crash");
             }
         }
-        let mut d = Derivers { layout: layout.clone(), tables, archive, archive_upkeep };
+        let mut d =
+            Derivers { layout: layout.clone(), tables, archive, archive_upkeep, index: Arc::clone(index) };
         // The status file may say a table was checked past its last snapshot (events that did not
         // touch it). It is trusted only while that snapshot is still the table's latest.
         if let Some(status) = Status::load(layout) {
@@ -161,7 +164,22 @@ impl Derivers {
         };
         // Mappings were dry-run when the event was emitted; here they run once, for real.
         let event = Event::decode(envelope, spec).map_err(|e| derivation(e.to_string()))?;
-        for op in event.row_ops(spec, offset).map_err(|e| derivation(e.to_string()))? {
+        // Lookup joins read the other table as of its last commit (the lookup index).
+        let failed = std::cell::RefCell::new(None);
+        let index = Arc::clone(&self.index);
+        let fetch = |table: &str, key: &[Value]| match index.get(table, &crate::index::key_bytes(key.iter()))
+        {
+            Ok(row) => row,
+            Err(e) => {
+                failed.replace(Some(e));
+                None
+            }
+        };
+        let ops = event.row_ops_with(spec, offset, &fetch).map_err(|e| derivation(e.to_string()))?;
+        if let Some(e) = failed.take() {
+            return Err(e);
+        }
+        for op in ops {
             let idx = spec.tables.get_index_of(&op.table).expect("mapping tables are checked at spec load");
             let sink = &mut self.tables[idx].sink;
             if offset < sink.position {

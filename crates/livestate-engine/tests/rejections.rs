@@ -175,3 +175,32 @@ async fn init_with_a_bad_spec_writes_nothing() {
     assert!(text.contains("tables.stock.freshness"), "{text}");
     assert!(!dir.exists(), "nothing may be created for a rejected spec");
 }
+
+#[test]
+fn lookups_and_triggers_that_cannot_work_are_reported_by_name() {
+    let m = |lookup: &str, set: &str| {
+        format!("[[mappings]]\nevent = \"inventory.counted\"\ntable = \"stock\"\nlookup = {lookup}\nset = {set}\n")
+    };
+    let e = spec_error(GOOD_TABLE, &m("{ stok = { item = \"item\" } }", "{ item = \"item\" }"));
+    assert!(e.contains("lookup.stok: unknown table `stok`"), "{e}");
+    let e = spec_error(GOOD_TABLE, &m("{ stock = { sku = \"item\" } }", "{ item = \"item\" }"));
+    assert!(e.contains("lookup.stock: give exactly the key columns of `stock`: item"), "{e}");
+    let e = spec_error(
+        GOOD_TABLE,
+        &m("{ stock = { item = \"item\" } }", "{ item = \"item\", on_hand = \"stock.on_hnad\" }"),
+    );
+    assert!(e.contains("stock.on_hnad"), "{e}");
+
+    let trig = |when: &str| {
+        GOOD_TABLE.to_string() + &format!("[triggers.low]\ntable = \"stock\"\nwhen = \"{when}\"\n")
+    };
+    let e = spec_error(&trig("on_hand + 1"), "");
+    assert!(e.contains("triggers.low.when: `on_hand + 1` is int; a trigger condition must be bool"), "{e}");
+    let e = spec_error(
+        &(GOOD_TABLE.to_string() + "[triggers.low]\ntable = \"stok\"\nwhen = \"on_hand < 1\"\n"),
+        "",
+    );
+    assert!(e.contains("triggers.low.table: unknown table `stok`"), "{e}");
+    let e = spec_error(&(GOOD_TABLE.to_string() + "options = { \"sequence.field\" = \"on_hand\" }\n"), "");
+    assert!(e.contains("sequence.field"), "{e}");
+}

@@ -108,9 +108,20 @@ pub struct Mapping {
     pub event: String,
     pub table: String,
     pub action: Action,
+    /// Other tables' current rows this mapping reads (lookup joins), in declaration order.
+    pub lookups: Vec<Lookup>,
     pub when: Option<Expr>,
     /// Column → expression, in the table's column order.
     pub set: Vec<(String, Expr)>,
+}
+
+/// A lookup join: the row of `table` whose primary key is given by `key` (expressions over the
+/// event, in the table's key order). Expressions of the mapping name its columns `table.column`;
+/// they are null when there is no such row.
+#[derive(Debug, Clone)]
+pub struct Lookup {
+    pub table: String,
+    pub key: Vec<Expr>,
 }
 
 impl CompanySpec {
@@ -221,6 +232,9 @@ struct RawMapping {
     table: String,
     #[serde(default)]
     action: Option<String>,
+    /// Table → its key columns → expressions over the event.
+    #[serde(default)]
+    lookup: IndexMap<String, IndexMap<String, String>>,
     when: Option<String>,
     set: IndexMap<String, String>,
 }
@@ -454,14 +468,61 @@ impl Builder {
                 return None;
             }
         };
-        let resolve = |n: &str| -> Option<ValueType> {
+        let before = self.problems.len();
+        let event_type = |n: &str| -> Option<ValueType> {
             event
                 .fields
                 .get(n)
                 .map(|f| f.ty)
                 .or_else(|| ENVELOPE_NAMES.iter().find(|(e, _)| *e == n).map(|(_, t)| *t))
         };
-        let before = self.problems.len();
+        let mut lookups = Vec::new();
+        let mut looked_up: Vec<TableSpec> = Vec::new();
+        for (lt_name, keys) in &raw.lookup {
+            let lat = format!("{at}.lookup.{lt_name}");
+            let Some(lt) = self.tables.get(lt_name).cloned() else {
+                self.problem(file, lat, format!("unknown table `{lt_name}`"));
+                continue;
+            };
+            let given: Vec<&String> = keys.keys().collect();
+            let wanted: Vec<&String> = lt.primary_key.iter().collect();
+            let mut sorted_given = given.clone();
+            sorted_given.sort();
+            let mut sorted_wanted = wanted.clone();
+            sorted_wanted.sort();
+            if sorted_given != sorted_wanted {
+                self.problem(
+                    file,
+                    lat,
+                    format!("give exactly the key columns of `{lt_name}`: {}", lt.primary_key.join(", ")),
+                );
+                continue;
+            }
+            let mut key = Vec::new();
+            for col in &lt.primary_key {
+                let src = &keys[col];
+                let ty = lt.columns[col];
+                match Expr::parse(src).and_then(|e| e.type_check(&event_type).map(|t| (e, t))) {
+                    Ok((e, ExprType::Of(t))) if ty.accepts(t) => key.push(e),
+                    Ok((_, t)) => self.problem(
+                        file,
+                        format!("{lat}.{col}"),
+                        format!("`{src}` is {t}, key `{col}` is {ty}"),
+                    ),
+                    Err(e) => self.problem(file, format!("{lat}.{col}"), e),
+                }
+            }
+            if key.len() == lt.primary_key.len() {
+                lookups.push(Lookup { table: lt_name.clone(), key });
+                looked_up.push(lt);
+            }
+        }
+        let resolve = |n: &str| -> Option<ValueType> {
+            event_type(n).or_else(|| {
+                let (t, c) = n.split_once('.')?;
+                looked_up.iter().find(|lt| lt.name == t)?.columns.get(c).copied()
+            })
+        };
         let when = raw.when.as_ref().and_then(|w| {
             match Expr::parse(w).and_then(|e| e.type_check(&resolve).map(|t| (e, t))) {
                 Ok((e, ExprType::Of(ValueType::Bool))) => Some(e),
@@ -522,7 +583,7 @@ impl Builder {
             return None;
         }
         set.sort_by_key(|(c, _)| table.columns.get_index_of(c));
-        Some(Mapping { event: raw.event, table: raw.table, action, when, set })
+        Some(Mapping { event: raw.event, table: raw.table, action, lookups, when, set })
     }
 
     fn finish(mut self) -> Result<CompanySpec, SpecError> {

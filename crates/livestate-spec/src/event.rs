@@ -44,6 +44,9 @@ pub struct RowOp {
     pub row: Vec<Value>,
 }
 
+/// Answers a lookup join: the current row of `table` with primary key `key`, if any.
+pub type Fetch<'a> = dyn Fn(&str, &[Value]) -> Option<Vec<Value>> + 'a;
+
 impl Event {
     /// Parses one JSON line and checks it against `spec`.
     ///
@@ -159,12 +162,56 @@ impl Event {
     /// # Errors
     /// An [`EventError`] naming the mapping when a key would be null or a value does not fit.
     pub fn row_ops(&self, spec: &CompanySpec, offset: u64) -> Result<Vec<RowOp>, EventError> {
-        spec.mappings_for(&self.event_type).filter_map(|m| self.apply(spec, m, offset).transpose()).collect()
+        self.row_ops_with(spec, offset, &|_, _| None)
     }
 
-    fn apply(&self, spec: &CompanySpec, m: &Mapping, offset: u64) -> Result<Option<RowOp>, EventError> {
-        let lookup = |n: &str| self.lookup(offset, n);
+    /// As [`Event::row_ops`], with `fetch(table, key)` answering lookup joins with a table's
+    /// current row (`None`: no such row, its columns read as null).
+    ///
+    /// # Errors
+    /// As [`Event::row_ops`].
+    pub fn row_ops_with(
+        &self,
+        spec: &CompanySpec,
+        offset: u64,
+        fetch: &Fetch<'_>,
+    ) -> Result<Vec<RowOp>, EventError> {
+        spec.mappings_for(&self.event_type)
+            .filter_map(|m| self.apply(spec, m, offset, fetch).transpose())
+            .collect()
+    }
+
+    fn apply(
+        &self,
+        spec: &CompanySpec,
+        m: &Mapping,
+        offset: u64,
+        fetch: &Fetch<'_>,
+    ) -> Result<Option<RowOp>, EventError> {
         let field = || format!("mapping to {}", m.table);
+        let own = |n: &str| self.lookup(offset, n);
+        let mut joined: Vec<(&str, &crate::company::TableSpec, Option<Vec<Value>>)> = Vec::new();
+        for l in &m.lookups {
+            let lt = spec.table(&l.table).expect("lookup tables are checked at spec load");
+            let mut key = Vec::with_capacity(l.key.len());
+            for (e, col) in l.key.iter().zip(&lt.primary_key) {
+                let v = e
+                    .eval(&own)
+                    .and_then(|v| v.coerce(lt.columns[col]))
+                    .map_err(|e| EventError::new(field(), format!("lookup key `{}.{col}`: {e}", l.table)))?;
+                key.push(v);
+            }
+            let row = if key.iter().any(Value::is_null) { None } else { fetch(&l.table, &key) };
+            joined.push((&l.table, lt, row));
+        }
+        let lookup = |n: &str| {
+            own(n).or_else(|| {
+                let (t, c) = n.split_once('.')?;
+                let (_, lt, row) = joined.iter().find(|(name, _, _)| *name == t)?;
+                let i = lt.columns.get_index_of(c)?;
+                Some(row.as_ref().map_or(Value::Null, |r| r[i].clone()))
+            })
+        };
         if let Some(w) = &m.when {
             if !w.holds(&lookup).map_err(|e| EventError::new(field(), e))? {
                 return Ok(None);

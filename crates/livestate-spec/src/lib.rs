@@ -35,7 +35,9 @@ pub mod merge;
 pub mod options;
 pub mod types;
 
-pub use company::{Action, CompanySpec, EventType, FieldSpec, Mapping, MergeEngine, TableSpec, Trigger};
+pub use company::{
+    Action, CompanySpec, EventType, FieldSpec, Lookup, Mapping, MergeEngine, TableSpec, Trigger,
+};
 pub use error::{EventError, Problem, SpecError};
 pub use event::{Event, EventEnvelope, RowOp};
 pub use freshness::Freshness;
