@@ -32,11 +32,10 @@ async fn an_order_reads_stock_as_of_its_last_commit() {
     ls.emit(&[order(5, "o2", "bolt", 15), order(6, "o3", "nut", 1)].join("\n"), false).unwrap();
     derive(&ls).await;
     let got = |id: &str| {
-        let all = rows.clone();
         let ls = &ls;
         let id = id.to_string();
         async move {
-            let r = all(ls, "open_orders", &[("order_id", &id)]).await;
+            let r = rows(ls, "open_orders", &[("order_id", &id)]).await;
             (r[0]["available_at_order"].clone(), r[0]["short_at_order"].clone())
         }
     };
