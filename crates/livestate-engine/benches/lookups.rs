@@ -19,7 +19,11 @@ use serde_json::json;
 
 fn arg(name: &str, default: usize) -> usize {
     let v: Vec<String> = std::env::args().collect();
-    v.iter().position(|a| a == name).and_then(|i| v.get(i + 1)).and_then(|s| s.parse().ok()).unwrap_or(default)
+    v.iter()
+        .position(|a| a == name)
+        .and_then(|i| v.get(i + 1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
 }
 
 fn spec_dir(dir: &Path, changelog: bool) -> std::path::PathBuf {
@@ -30,7 +34,10 @@ fn spec_dir(dir: &Path, changelog: bool) -> std::path::PathBuf {
         let p = e.unwrap().path();
         let mut text = std::fs::read_to_string(&p).unwrap();
         if p.file_name().unwrap() == "tables.toml" {
-            text = text.replace("freshness = \"5m\"\noptions = { \"merge-engine\" = \"partial-update\"", "freshness = \"200ms\"\noptions = { \"merge-engine\" = \"partial-update\"");
+            text = text.replace(
+                "freshness = \"5m\"\noptions = { \"merge-engine\" = \"partial-update\"",
+                "freshness = \"200ms\"\noptions = { \"merge-engine\" = \"partial-update\"",
+            );
             if !changelog {
                 text = text.replace("bucket = \"", "\"changelog-producer\" = \"none\", bucket = \"");
             }

@@ -58,6 +58,9 @@ pub struct Receipt {
     /// `index` when a point lookup was answered by the lookup index (which reflects exactly
     /// this snapshot), `paimon` when the table was scanned.
     pub served_by: &'static str,
+    /// Commit identifier of the snapshot read (before any status adjustment of `offset`).
+    #[serde(skip)]
+    pub(crate) identifier: u64,
 }
 
 /// Rows read from a table, with the receipt of what was read.
@@ -146,7 +149,8 @@ pub(crate) async fn latest_receipt(
     let full = format!("{STATE_DB}.{}", ts.name);
     let snap = latest_own_snapshot(table).await.map_err(paimon_err(&full, "read snapshot"))?;
     let snapshot_id = snap.as_ref().map(Snapshot::id);
-    let mut offset = snap.as_ref().map_or(0, |s| u64::try_from(s.commit_identifier()).unwrap_or(0));
+    let identifier = snap.as_ref().map_or(0, |s| u64::try_from(s.commit_identifier()).unwrap_or(0));
+    let mut offset = identifier;
     let now = chrono::Utc::now();
     let (lag_ms, measured_by) = match lag {
         LagSource::Record(record, status) => {
@@ -179,6 +183,7 @@ pub(crate) async fn latest_receipt(
         within_budget: lag_ms.map(|l| Duration::from_millis(l) <= allowed),
         measured_by,
         served_by: "paimon",
+        identifier,
     })
 }
 
@@ -231,7 +236,7 @@ pub async fn read(
     let (table, receipt) = match &req.at {
         At::Latest => {
             let mut r = latest_receipt(&table, &ts, lag).await?;
-            if let Some(rows) = point_lookup(&table, &ts, &filters, index).await? {
+            if let Some(rows) = point_lookup(&ts, &filters, index, r.identifier)? {
                 r.served_by = "index";
                 return Ok(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt: r });
             }
@@ -273,6 +278,7 @@ pub async fn read(
                 within_budget: None,
                 measured_by: "snapshot",
                 served_by: "paimon",
+                identifier: u64::try_from(snap.commit_identifier()).unwrap_or(0),
             };
             (tt, receipt)
         }
@@ -283,12 +289,13 @@ pub async fn read(
 }
 
 /// Answers from the lookup index when `filters` name every key column and the index reflects
-/// the table's latest livestate snapshot; `None` when the table must be scanned instead.
-async fn point_lookup(
-    table: &Table,
+/// the table's latest livestate snapshot (commit `identifier`); `None` when the table must be
+/// scanned instead.
+fn point_lookup(
     ts: &TableSpec,
     filters: &[(usize, Value)],
     index: Option<&Index>,
+    identifier: u64,
 ) -> Result<Option<Vec<Vec<Value>>>, EngineError> {
     let Some(index) = index else { return Ok(None) };
     let mut key = Vec::new();
@@ -299,9 +306,6 @@ async fn point_lookup(
             None => return Ok(None),
         }
     }
-    let full = format!("{STATE_DB}.{}", ts.name);
-    let snap = latest_own_snapshot(table).await.map_err(paimon_err(&full, "read snapshot"))?;
-    let identifier = snap.map_or(0, |s| u64::try_from(s.commit_identifier()).unwrap_or(0));
     if index.meta(&ts.name)?.is_none_or(|m| m.identifier != identifier) {
         return Ok(None);
     }

@@ -209,13 +209,14 @@ pub async fn latest_own_snapshot(table: &Table) -> paimon::Result<Option<Snapsho
     let Some(latest) = sm.get_latest_snapshot_id().await? else {
         return Ok(None);
     };
-    let earliest = sm.earliest_snapshot_id().await?.unwrap_or(latest);
-    for id in (earliest..=latest).rev() {
+    // Newest first; the first missing snapshot is the expired past.
+    for id in (1..=latest).rev() {
         match sm.get_snapshot(id).await {
             Ok(s) if s.commit_user() == COMMIT_USER || s.commit_user() == livestate_lsm::COMPACT_USER => {
                 return Ok(Some(s))
             }
-            Ok(_) | Err(paimon::Error::SnapshotNotExist { .. }) => {}
+            Ok(_) => {}
+            Err(paimon::Error::SnapshotNotExist { .. }) => break,
             Err(e) => return Err(e),
         }
     }
