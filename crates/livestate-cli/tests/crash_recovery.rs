@@ -15,6 +15,14 @@ fn livestate(dir: &Path, args: &[&str]) -> Command {
     c
 }
 
+/// Appends `events` through `livestate emit -`.
+fn emit_all(dir: &Path, events: &[Value]) {
+    let mut emit =
+        livestate(dir, &["emit", "-"]).stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
+    emit.stdin.take().unwrap().write_all(livestate_sim::to_json_lines(events).as_bytes()).unwrap();
+    assert!(emit.wait().unwrap().success());
+}
+
 fn ok(mut c: Command) -> String {
     let out = c.output().unwrap();
     assert!(out.status.success(), "{:?} failed: {}", c, String::from_utf8_lossy(&out.stderr));
@@ -43,10 +51,7 @@ fn kill_9_mid_derivation_loses_and_doubles_nothing() {
     ok(livestate(&dir, &["init"]));
     let cfg = livestate_sim::SimConfig { items: 150, orders: 12_000, jobs: 400, ..Default::default() };
     let events = livestate_sim::company_events(&cfg);
-    let mut emit =
-        livestate(&dir, &["emit", "-"]).stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
-    emit.stdin.take().unwrap().write_all(livestate_sim::to_json_lines(&events).as_bytes()).unwrap();
-    assert!(emit.wait().unwrap().success());
+    emit_all(&dir, &events);
 
     // The model: what reservations_total must hold after the whole record is folded in.
     let mut model: BTreeMap<String, (i64, i64)> = BTreeMap::new();
@@ -152,10 +157,7 @@ fn kill_9_during_compaction_or_expiry_keeps_every_row_and_leftovers_are_cleaned(
     ok(livestate(&dir, &["init", "--spec", spec.to_str().unwrap()]));
     let cfg = livestate_sim::SimConfig { items: 60, orders: 3000, jobs: 200, ..Default::default() };
     let events = livestate_sim::company_events(&cfg);
-    let mut emit =
-        livestate(&dir, &["emit", "-"]).stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
-    emit.stdin.take().unwrap().write_all(livestate_sim::to_json_lines(&events).as_bytes()).unwrap();
-    assert!(emit.wait().unwrap().success());
+    emit_all(&dir, &events);
     ok(livestate(&dir, &["derive", "--once", "--commit-every", "250"]));
 
     let tables = ["stock", "work_queue", "open_orders", "reservations_total", "item_first_seen"];

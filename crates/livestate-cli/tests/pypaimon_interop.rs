@@ -62,7 +62,8 @@ fn canonical(rows: impl IntoIterator<Item = Value>) -> Vec<String> {
     out
 }
 
-fn pypaimon_rows(py: &str, dir: &Path, table: &str, extra: &[&str]) -> Vec<String> {
+/// Output of `tests/interop/read_table.py` for `table` with `extra` arguments.
+fn read_table_py(py: &str, dir: &Path, table: &str, extra: &[&str]) -> String {
     let out = Command::new(py)
         .arg(repo().join("tests/interop/read_table.py"))
         .arg(dir.join("warehouse"))
@@ -70,12 +71,12 @@ fn pypaimon_rows(py: &str, dir: &Path, table: &str, extra: &[&str]) -> Vec<Strin
         .args(extra)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "pypaimon read of {table} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    canonical(String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()))
+    assert!(out.status.success(), "pypaimon read of {table} {extra:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn pypaimon_rows(py: &str, dir: &Path, table: &str, extra: &[&str]) -> Vec<String> {
+    canonical(read_table_py(py, dir, table, extra).lines().map(|l| serde_json::from_str(l).unwrap()))
 }
 
 fn livestate_rows(dir: &Path, table: &str, extra: &[&str]) -> Vec<String> {
@@ -200,15 +201,7 @@ fn pypaimon_reads_every_table_after_compaction_and_expiry() {
 }
 
 fn pypaimon_changes(py: &str, dir: &Path, table: &str) -> Vec<Value> {
-    let out = Command::new(py)
-        .arg(repo().join("tests/interop/read_table.py"))
-        .arg(dir.join("warehouse"))
-        .arg(table)
-        .arg("--changes")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "pypaimon stream of {table}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    read_table_py(py, dir, table, &["--changes"]).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
 #[test]
