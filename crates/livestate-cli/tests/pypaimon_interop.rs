@@ -71,7 +71,11 @@ fn read_table_py(py: &str, dir: &Path, table: &str, extra: &[&str]) -> String {
         .args(extra)
         .output()
         .unwrap();
-    assert!(out.status.success(), "pypaimon read of {table} {extra:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "pypaimon read of {table} {extra:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 

@@ -17,8 +17,8 @@ use serde::Serialize;
 use crate::error::{paimon_err, EngineError};
 use crate::index::{key_bytes, Index};
 use crate::layout::Status;
+use crate::schema::latest_own_snapshot;
 use crate::schema::STATE_DB;
-use crate::sink::latest_own_snapshot;
 
 /// Which version of a table to read.
 #[derive(Debug, Clone, PartialEq, Eq)]

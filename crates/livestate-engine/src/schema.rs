@@ -4,7 +4,10 @@ use livestate_record::RecordedEvent;
 use livestate_spec::types::{millis_to_timestamp, parse_timestamp};
 use livestate_spec::MergeEngine;
 use livestate_spec::{TableSpec, Value, ValueType};
-use paimon::spec::{BigIntType, BooleanType, DataType, DecimalType, Schema, TimestampType, VarCharType};
+use paimon::spec::{
+    BigIntType, BooleanType, DataType, DecimalType, Schema, Snapshot, TimestampType, VarCharType,
+};
+use paimon::Table;
 
 /// Database holding the state tables.
 pub const STATE_DB: &str = "state";
@@ -97,4 +100,28 @@ pub fn archive_row(ev: &RecordedEvent) -> Vec<Value> {
         Value::String(serde_json::Value::Object(ev.data.clone()).to_string()),
         Value::String(recorded.format("%Y-%m-%d").to_string()),
     ]
+}
+
+/// The latest snapshot written by livestate (its deriver or its compaction, which carries the
+/// deriver's identifier forward), scanning back past snapshots of other writers.
+///
+/// # Errors
+/// Paimon I/O errors.
+pub async fn latest_own_snapshot(table: &Table) -> paimon::Result<Option<Snapshot>> {
+    let sm = table.snapshot_manager();
+    let Some(latest) = sm.get_latest_snapshot_id().await? else {
+        return Ok(None);
+    };
+    // Newest first; the first missing snapshot is the expired past.
+    for id in (1..=latest).rev() {
+        match sm.get_snapshot(id).await {
+            Ok(s) if s.commit_user() == COMMIT_USER || s.commit_user() == livestate_lsm::COMPACT_USER => {
+                return Ok(Some(s))
+            }
+            Ok(_) => {}
+            Err(paimon::Error::SnapshotNotExist { .. }) => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(None)
 }

@@ -1,26 +1,22 @@
 //! One long-lived Paimon writer per table whose commit identifier is the record offset it reflects.
 
-use std::sync::Arc;
-
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int64Array, Int8Array, RecordBatch, UInt32Array};
 use arrow_ord::sort::{lexsort_to_indices, SortColumn};
 use arrow_schema::Schema as ArrowSchema;
 use livestate_lsm::{CommitLock, Maintainer};
 use livestate_spec::{Action, Merger, TableSpec, Trigger, Value};
-use paimon::spec::{BinaryRow, RowKind};
-use paimon::CommitMessage;
-
-use crate::index::{Index, IndexMeta};
-use crate::triggers::{Effects, TableTriggers};
 use paimon::catalog::Identifier;
-use paimon::spec::Snapshot;
-use paimon::{Catalog, FileSystemCatalog, Table, TableCommit, TableWrite};
+use paimon::spec::{BinaryRow, RowKind};
+use paimon::{Catalog, CommitMessage, FileSystemCatalog, Table, TableCommit, TableWrite};
 
 use crate::error::{paimon_err, EngineError};
+use crate::index::{Index, IndexMeta};
 use crate::rows::{self, KindRow};
-use crate::schema::COMMIT_USER;
+use crate::schema::{latest_own_snapshot, COMMIT_USER};
+use crate::triggers::{Effects, TableTriggers};
 
 /// Rows buffered before they are handed to the Paimon writer.
 const WRITE_BATCH_ROWS: usize = 8192;
@@ -197,30 +193,6 @@ impl Tracking {
         }
         out
     }
-}
-
-/// The latest snapshot written by livestate (its deriver or its compaction, which carries the
-/// deriver's identifier forward), scanning back past snapshots of other writers.
-///
-/// # Errors
-/// Paimon I/O errors.
-pub async fn latest_own_snapshot(table: &Table) -> paimon::Result<Option<Snapshot>> {
-    let sm = table.snapshot_manager();
-    let Some(latest) = sm.get_latest_snapshot_id().await? else {
-        return Ok(None);
-    };
-    // Newest first; the first missing snapshot is the expired past.
-    for id in (1..=latest).rev() {
-        match sm.get_snapshot(id).await {
-            Ok(s) if s.commit_user() == COMMIT_USER || s.commit_user() == livestate_lsm::COMPACT_USER => {
-                return Ok(Some(s))
-            }
-            Ok(_) => {}
-            Err(paimon::Error::SnapshotNotExist { .. }) => break,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(None)
 }
 
 impl TableSink {
