@@ -10,6 +10,7 @@ use crate::error::{Problem, SpecError};
 use crate::expr::{Expr, ExprType};
 use crate::freshness::Freshness;
 use crate::options;
+pub use crate::options::MergeEngine;
 use crate::types::ValueType;
 
 /// Names every event carries besides its data fields.
@@ -58,26 +59,6 @@ pub struct FieldSpec {
     pub required: bool,
 }
 
-/// Paimon's merge engines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MergeEngine {
-    Deduplicate,
-    PartialUpdate,
-    Aggregation,
-    FirstRow,
-}
-
-impl MergeEngine {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MergeEngine::Deduplicate => "deduplicate",
-            MergeEngine::PartialUpdate => "partial-update",
-            MergeEngine::Aggregation => "aggregation",
-            MergeEngine::FirstRow => "first-row",
-        }
-    }
-}
-
 #[derive(Debug, Clone)]
 pub struct TableSpec {
     pub name: String,
@@ -93,6 +74,32 @@ pub struct TableSpec {
 impl TableSpec {
     pub fn is_key(&self, column: &str) -> bool {
         self.primary_key.iter().any(|k| k == column)
+    }
+
+    /// Why a delete mapping on this table would break it, or `None` when deletes are safe.
+    ///
+    /// In paimon 0.4.0 a `-D` row on a partial-update table without one of these options makes every
+    /// later read fail; first-row and aggregation tables likewise need their delete option.
+    pub fn delete_refusal(&self) -> Option<String> {
+        let on = |k: &str| self.options.get(k).is_some_and(|v| v == "true");
+        match self.merge_engine {
+            MergeEngine::Deduplicate => None,
+            MergeEngine::PartialUpdate if on("partial-update.remove-record-on-delete") || on("ignore-delete") => None,
+            MergeEngine::PartialUpdate => Some(format!(
+                "table `{}` is partial-update: deleting needs option partial-update.remove-record-on-delete = \"true\" (or ignore-delete); without it every later read of the table fails",
+                self.name
+            )),
+            MergeEngine::Aggregation if on("aggregation.remove-record-on-delete") || on("ignore-delete") => None,
+            MergeEngine::Aggregation => Some(format!(
+                "table `{}` is an aggregation table: deleting needs option aggregation.remove-record-on-delete = \"true\" (or ignore-delete)",
+                self.name
+            )),
+            MergeEngine::FirstRow if on("ignore-delete") => None,
+            MergeEngine::FirstRow => Some(format!(
+                "table `{}` is first-row: it keeps the first row for good; deletes need ignore-delete = \"true\" and are then dropped",
+                self.name
+            )),
+        }
     }
 }
 
@@ -575,7 +582,7 @@ impl Builder {
             }
         }
         if action == Action::Delete {
-            if let Some(why) = options::delete_refusal(&table) {
+            if let Some(why) = table.delete_refusal() {
                 self.problem(file, format!("{at}.action"), why);
             }
         }

@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 
 use indexmap::IndexMap;
 
-use crate::company::{MergeEngine, TableSpec};
 use crate::freshness::parse_duration;
 use crate::types::ValueType;
 
@@ -25,6 +24,26 @@ const AGGREGATE_FUNCTIONS: [&str; 11] = [
     "bool_or",
     "listagg",
 ];
+
+/// Paimon's merge engines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MergeEngine {
+    Deduplicate,
+    PartialUpdate,
+    Aggregation,
+    FirstRow,
+}
+
+impl MergeEngine {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MergeEngine::Deduplicate => "deduplicate",
+            MergeEngine::PartialUpdate => "partial-update",
+            MergeEngine::Aggregation => "aggregation",
+            MergeEngine::FirstRow => "first-row",
+        }
+    }
+}
 
 /// Options whose value is a positive integer.
 const INT_OPTIONS: [&str; 10] = [
@@ -208,33 +227,6 @@ pub fn parse_paimon_duration(v: &str) -> Option<std::time::Duration> {
     let compact: String = v.chars().filter(|c| !c.is_whitespace()).collect();
     let compact = compact.replace("min", "m");
     parse_duration(&compact).ok()
-}
-
-/// Why a delete mapping on this table would break it, or `None` when deletes are safe.
-///
-/// In paimon 0.4.0 a `-D` row on a partial-update table without one of these options makes every
-/// later read fail; first-row and aggregation tables likewise need their delete option.
-pub fn delete_refusal(table: &TableSpec) -> Option<String> {
-    let on = |k: &str| table.options.get(k).is_some_and(|v| v == "true");
-    let has_seq_group = table.options.keys().any(|k| k.ends_with(".sequence-group"));
-    match table.merge_engine {
-        MergeEngine::Deduplicate => None,
-        MergeEngine::PartialUpdate if on("partial-update.remove-record-on-delete") || on("ignore-delete") || has_seq_group => None,
-        MergeEngine::PartialUpdate => Some(format!(
-            "table `{}` is partial-update: deleting needs option partial-update.remove-record-on-delete = \"true\" (or ignore-delete, or a sequence group); without it every later read of the table fails",
-            table.name
-        )),
-        MergeEngine::Aggregation if on("aggregation.remove-record-on-delete") || on("ignore-delete") => None,
-        MergeEngine::Aggregation => Some(format!(
-            "table `{}` is an aggregation table: deleting needs option aggregation.remove-record-on-delete = \"true\" (or ignore-delete)",
-            table.name
-        )),
-        MergeEngine::FirstRow if on("ignore-delete") => None,
-        MergeEngine::FirstRow => Some(format!(
-            "table `{}` is first-row: it keeps the first row for good; deletes need ignore-delete = \"true\" and are then dropped",
-            table.name
-        )),
-    }
 }
 
 #[cfg(test)]
