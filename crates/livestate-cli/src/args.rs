@@ -139,6 +139,18 @@ One process owns a directory: while `derive` runs, firings are read through the 
         #[arg(long)]
         peek: bool,
     },
+    /// Serve the HTTP API: record events, derive every table, answer reads and trigger firings.
+    #[command(
+        after_help = "Routes (JSON): POST /v1/events (JSON lines), GET /v1/tables, GET /v1/tables/{table}/rows?col=value[&snapshot=N|&tag=T],\n\
+GET /v1/triggers/{trigger}/firings?consumer=NAME[&ack=false]. Ctrl-C commits what is pending and stops.\n\
+Not yet: tokens and roles, proposals, decisions, audit (listen on loopback only).\n\nExample:\n  livestate serve --dir ./acme --listen 127.0.0.1:7070"
+    )]
+    Serve {
+        #[arg(long, default_value = "./livestate-data", env = "LIVESTATE_DIR")]
+        dir: PathBuf,
+        #[arg(long, default_value = "127.0.0.1:7070")]
+        listen: String,
+    },
     /// Run the example company: init, generated events from three modules, derive, print state.
     #[command(after_help = "Example:\n  livestate demo\n  livestate demo --dir /tmp/acme --seed 42")]
     Demo {

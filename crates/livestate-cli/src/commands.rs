@@ -32,6 +32,18 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Tables { dir, json } => tables(&dir, json).await,
         Command::Demo { dir, seed, items, orders } => demo(&dir, seed, items, orders).await,
         Command::Compact { dir, table, full } => compact(&dir, &table, full).await,
+        Command::Serve { dir, listen } => {
+            let listener = tokio::net::TcpListener::bind(&listen)
+                .await
+                .with_context(|| format!("listening on {listen}"))?;
+            eprintln!("serving {} on http://{}", dir.display(), listener.local_addr()?);
+            livestate_server::serve(&dir, listener, async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await?;
+            eprintln!("stopped; everything pending was committed");
+            Ok(())
+        }
         Command::Watch { dir, trigger, consumer, peek } => watch(&dir, &trigger, &consumer, peek).await,
         Command::Expire { dir, table, orphans_older_than } => expire(&dir, table, orphans_older_than).await,
     }

@@ -165,20 +165,23 @@ impl Derivers {
         // Mappings were dry-run when the event was emitted; here they run once, for real.
         let event = Event::decode(envelope, spec).map_err(|e| derivation(e.to_string()))?;
         // Lookup joins read the other table as of its last commit (the lookup index).
-        let failed = std::cell::RefCell::new(None);
-        let index = Arc::clone(&self.index);
-        let fetch = |table: &str, key: &[Value]| match index.get(table, &crate::index::key_bytes(key.iter()))
-        {
-            Ok(row) => row,
-            Err(e) => {
-                failed.replace(Some(e));
-                None
+        let ops = {
+            let failed = std::cell::RefCell::new(None);
+            let index = Arc::clone(&self.index);
+            let fetch =
+                |table: &str, key: &[Value]| match index.get(table, &crate::index::key_bytes(key.iter())) {
+                    Ok(row) => row,
+                    Err(e) => {
+                        failed.replace(Some(e));
+                        None
+                    }
+                };
+            let ops = event.row_ops_with(spec, offset, &fetch).map_err(|e| derivation(e.to_string()))?;
+            if let Some(e) = failed.take() {
+                return Err(e);
             }
+            ops
         };
-        let ops = event.row_ops_with(spec, offset, &fetch).map_err(|e| derivation(e.to_string()))?;
-        if let Some(e) = failed.take() {
-            return Err(e);
-        }
         for op in ops {
             let idx = spec.tables.get_index_of(&op.table).expect("mapping tables are checked at spec load");
             let sink = &mut self.tables[idx].sink;
@@ -299,9 +302,11 @@ impl Derivers {
 
     /// Waits for background compactions and expiries (call before exiting).
     pub async fn finish(&mut self) {
-        let archive = std::iter::once((&self.archive, &mut self.archive_upkeep));
-        for (sink, upkeep) in self.tables.iter_mut().map(|t| (&t.sink, &mut t.upkeep)).chain(archive) {
-            upkeep.finish(&sink.name).await;
+        let archive = std::iter::once((self.archive.name.clone(), &mut self.archive_upkeep));
+        for (name, upkeep) in
+            self.tables.iter_mut().map(|t| (t.sink.name.clone(), &mut t.upkeep)).chain(archive)
+        {
+            upkeep.finish(&name).await;
         }
     }
 

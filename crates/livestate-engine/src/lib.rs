@@ -29,6 +29,7 @@ use paimon::{Catalog, CatalogOptions, FileSystemCatalog, Options};
 pub use derive::{DeriveReport, Derivers, Progress, CATCH_UP_COMMIT_EVENTS};
 pub use error::{EngineError, LineError};
 pub use layout::{Layout, Status, TableProgress, WriteLock};
+pub use livestate_record::RecordError;
 pub use read::{At, LagSource, ReadRequest, Receipt, Rows, TableInfo};
 
 use crate::error::{io_err, paimon_err};

@@ -276,7 +276,7 @@ impl TableSink {
         let mut messages =
             self.write.prepare_commit().await.map_err(paimon_err(&self.name, "prepare commit"))?;
         if let Some(t) = self.tracking.as_ref().filter(|t| t.changelog) {
-            self.attach_changelog(t, &mut messages).await?;
+            attach_changelog(&self.table, &self.name, t, &mut messages).await?;
         }
         let identifier = i64::try_from(self.position).expect("record offsets fit i64");
         let _guard = self.commit_lock.lock().await;
@@ -351,71 +351,66 @@ impl TableSink {
         let rows = crate::read::scan(&self.table, ts, &[]).await?;
         t.index.rebuild(&t.table, &rows, now)
     }
+}
 
-    /// Writes the pending commit's changes as Paimon changelog files, one per bucket, and adds
-    /// them to that bucket's commit message.
-    async fn attach_changelog(
-        &self,
-        t: &Tracking,
-        messages: &mut [CommitMessage],
-    ) -> Result<(), EngineError> {
-        let changes = t.changes();
-        if changes.is_empty() {
-            return Ok(());
-        }
-        let arrow = |message: String| EngineError::Arrow { table: self.name.clone(), message };
-        let plain = rows::write_schema(&self.table, false).map_err(paimon_err(&self.name, "schema"))?;
-        let owned: Vec<KindRow> = changes.iter().map(|(k, r)| (*k, (*r).clone())).collect();
-        let user = rows::to_batch(&plain, &owned).map_err(arrow)?;
-        let fields = self.table.schema().fields();
-        let buckets: i32 =
-            self.table.schema().options().get("bucket").and_then(|b| b.parse().ok()).unwrap_or(1);
-        let mut by_bucket: BTreeMap<i32, Vec<u32>> = BTreeMap::new();
-        for i in 0..user.num_rows() {
-            let key = BinaryRow::from_arrow(&user, i, &t.key_idx, fields)
-                .map_err(paimon_err(&self.name, "bucket"))?;
-            by_bucket.entry((key.hash_code() % buckets).wrapping_abs()).or_default().push(i as u32);
-        }
-        let physical = livestate_lsm::kvfile::physical_schema(&self.table, &self.name)?;
-        for (bucket, idx) in by_bucket {
-            let message =
-                messages.iter_mut().find(|m| m.bucket == bucket).ok_or_else(|| EngineError::Arrow {
-                    table: self.name.clone(),
-                    message: format!("a change in bucket {bucket}, which this commit wrote nothing to"),
-                })?;
-            let seq = message.new_files.iter().map(|f| f.max_sequence_number).max().unwrap_or(0);
-            let take = UInt32Array::from(idx.clone());
-            let mut columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from(vec![seq; idx.len()])),
-                Arc::new(Int8Array::from(
-                    idx.iter().map(|&i| owned[i as usize].0.to_value()).collect::<Vec<_>>(),
-                )),
-            ];
-            for c in user.columns() {
-                columns.push(
-                    arrow_select::take::take(c.as_ref(), &take, None).map_err(|e| arrow(e.to_string()))?,
-                );
-            }
-            let batch = RecordBatch::try_new(physical.clone(), columns).map_err(|e| arrow(e.to_string()))?;
-            // Files are sorted by primary key (their min/max keys say so); -U stays before +U.
-            let mut sort: Vec<SortColumn> = t
-                .key_idx
-                .iter()
-                .map(|&k| SortColumn { values: batch.column(k + 2).clone(), options: None })
-                .collect();
-            sort.push(SortColumn {
-                values: Arc::new(UInt32Array::from_iter_values(0..idx.len() as u32)),
-                options: None,
-            });
-            let order = lexsort_to_indices(&sort, None).map_err(|e| arrow(e.to_string()))?;
-            let batch =
-                arrow_select::take::take_record_batch(&batch, &order).map_err(|e| arrow(e.to_string()))?;
-            let bucket_path = format!("{}/bucket-{bucket}", self.table.location().trim_end_matches('/'));
-            let file =
-                livestate_lsm::kvfile::write_changelog(&self.table, &self.name, &bucket_path, &batch, 0)
-                    .await?;
-            message.new_changelog_files.push(file);
-        }
-        Ok(())
+/// Writes the pending commit's changes as Paimon changelog files, one per bucket, and adds
+/// them to that bucket's commit message.
+async fn attach_changelog(
+    table: &Table,
+    name: &str,
+    t: &Tracking,
+    messages: &mut [CommitMessage],
+) -> Result<(), EngineError> {
+    let changes = t.changes();
+    if changes.is_empty() {
+        return Ok(());
     }
+    let arrow = |message: String| EngineError::Arrow { table: name.to_string(), message };
+    let plain = rows::write_schema(table, false).map_err(paimon_err(name, "schema"))?;
+    let owned: Vec<KindRow> = changes.iter().map(|(k, r)| (*k, (*r).clone())).collect();
+    let user = rows::to_batch(&plain, &owned).map_err(arrow)?;
+    let fields = table.schema().fields();
+    let buckets: i32 = table.schema().options().get("bucket").and_then(|b| b.parse().ok()).unwrap_or(1);
+    let mut by_bucket: BTreeMap<i32, Vec<u32>> = BTreeMap::new();
+    for i in 0..user.num_rows() {
+        let key = BinaryRow::from_arrow(&user, i, &t.key_idx, fields).map_err(paimon_err(name, "bucket"))?;
+        by_bucket.entry((key.hash_code() % buckets).wrapping_abs()).or_default().push(i as u32);
+    }
+    let physical = livestate_lsm::kvfile::physical_schema(table, name)?;
+    for (bucket, idx) in by_bucket {
+        let message = messages.iter_mut().find(|m| m.bucket == bucket).ok_or_else(|| EngineError::Arrow {
+            table: name.to_string(),
+            message: format!("a change in bucket {bucket}, which this commit wrote nothing to"),
+        })?;
+        let seq = message.new_files.iter().map(|f| f.max_sequence_number).max().unwrap_or(0);
+        let take = UInt32Array::from(idx.clone());
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(vec![seq; idx.len()])),
+            Arc::new(Int8Array::from(
+                idx.iter().map(|&i| owned[i as usize].0.to_value()).collect::<Vec<_>>(),
+            )),
+        ];
+        for c in user.columns() {
+            columns
+                .push(arrow_select::take::take(c.as_ref(), &take, None).map_err(|e| arrow(e.to_string()))?);
+        }
+        let batch = RecordBatch::try_new(physical.clone(), columns).map_err(|e| arrow(e.to_string()))?;
+        // Files are sorted by primary key (their min/max keys say so); -U stays before +U.
+        let mut sort: Vec<SortColumn> = t
+            .key_idx
+            .iter()
+            .map(|&k| SortColumn { values: batch.column(k + 2).clone(), options: None })
+            .collect();
+        sort.push(SortColumn {
+            values: Arc::new(UInt32Array::from_iter_values(0..idx.len() as u32)),
+            options: None,
+        });
+        let order = lexsort_to_indices(&sort, None).map_err(|e| arrow(e.to_string()))?;
+        let batch =
+            arrow_select::take::take_record_batch(&batch, &order).map_err(|e| arrow(e.to_string()))?;
+        let bucket_path = format!("{}/bucket-{bucket}", table.location().trim_end_matches('/'));
+        let file = livestate_lsm::kvfile::write_changelog(table, name, &bucket_path, &batch, 0).await?;
+        message.new_changelog_files.push(file);
+    }
+    Ok(())
 }

@@ -1,0 +1,135 @@
+//! Over real HTTP on loopback: a module emits, the server derives, a reader gets rows with a
+//! receipt (from the lookup index for a key), a consumer gets each trigger firing once, and a
+//! graceful stop commits everything.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// One HTTP/1.1 request; returns status and parsed JSON body.
+async fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) -> (u16, Value) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let status: u16 = text[9..12].parse().unwrap();
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// The example spec with `stock` at a 200 ms budget, so the test sees its commits quickly.
+fn spec(dir: &Path) -> std::path::PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/company");
+    let out = dir.join("spec");
+    std::fs::create_dir_all(&out).unwrap();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let p = e.unwrap().path();
+        let text = std::fs::read_to_string(&p).unwrap().replace(
+            "freshness = \"5m\"\noptions = { \"merge-engine\" = \"partial-update\"",
+            "freshness = \"200ms\"\noptions = { \"merge-engine\" = \"partial-update\"",
+        );
+        std::fs::write(out.join(p.file_name().unwrap()), text).unwrap();
+    }
+    out
+}
+
+fn line(id: &str, ty: &str, data: Value) -> String {
+    serde_json::json!({"id": id, "type": ty, "occurred_at": "2026-03-02T08:00:00Z", "data": data}).to_string()
+        + "\n"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_emits_a_reader_reads_and_a_consumer_gets_each_firing_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("d");
+    drop(livestate_engine::Livestate::init(&dir, &spec(tmp.path())).await.unwrap());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    // The client runs as its own task; the server runs here until the client stops it.
+    let client = tokio::spawn(client(addr, stop));
+    livestate_server::serve(&dir, listener, async {
+        let _ = stopped.await;
+    })
+    .await
+    .unwrap();
+    client.await.unwrap();
+    // After a graceful stop everything is committed: the record holds the 3 events and the
+    // directory opens again.
+    let ls = livestate_engine::Livestate::open(&dir).await.unwrap();
+    assert_eq!(ls.record.next_offset(), 3);
+}
+
+async fn client(addr: std::net::SocketAddr, stop: tokio::sync::oneshot::Sender<()>) {
+    let events = line(
+        "c1",
+        "inventory.stock_counted",
+        serde_json::json!({"item": "bolt", "location": "north", "on_hand": 50}),
+    ) + &line(
+        "p1",
+        "procurement.planning_set",
+        serde_json::json!({"item": "bolt", "location": "north", "reorder_point": 20, "target": 60}),
+    );
+    let (status, body) = http(addr, "POST", "/v1/events", &events).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["appended"].as_array().unwrap().len(), 2);
+    let (status, body) = http(
+        addr,
+        "POST",
+        "/v1/events",
+        &line(
+            "c2",
+            "inventory.stock_counted",
+            serde_json::json!({"item": "bolt", "location": "north", "on_hand": 12}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
+    // The 200 ms table commits on its own; poll the row until it shows the second count.
+    let started = Instant::now();
+    let row = loop {
+        let (status, body) = http(addr, "GET", "/v1/tables/stock/rows?item=bolt&location=north", "").await;
+        assert_eq!(status, 200, "{body}");
+        if body["rows"][0]["on_hand"] == 12 {
+            break body;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "never visible: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(row["receipt"]["served_by"], "index");
+    assert!(row["receipt"]["offset"].as_u64().unwrap() >= 3, "{row}");
+
+    let (status, body) =
+        http(addr, "GET", "/v1/triggers/stock_below_reorder_point/firings?consumer=buyer", "").await;
+    assert_eq!(status, 200, "{body}");
+    let firings = body["firings"].as_array().unwrap();
+    assert_eq!(firings.len(), 1, "{body}");
+    assert_eq!(firings[0]["after"]["on_hand"], 12);
+    let (_, again) =
+        http(addr, "GET", "/v1/triggers/stock_below_reorder_point/firings?consumer=buyer", "").await;
+    assert!(again["firings"].as_array().unwrap().is_empty(), "delivered once: {again}");
+
+    // Bad input gets a 4xx naming the problem, and nothing is appended.
+    let (status, body) =
+        http(addr, "POST", "/v1/events", &line("x", "inventory.nope", serde_json::json!({}))).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("unknown event type `inventory.nope`"), "{body}");
+    let (status, body) = http(addr, "GET", "/v1/tables/stok/rows", "").await;
+    assert_eq!(status, 404, "{body}");
+    let (status, _) = http(addr, "GET", "/v1/triggers/stock_below_reorder_point/firings", "").await;
+    assert_eq!(status, 400);
+    let (status, tables) = http(addr, "GET", "/v1/tables", "").await;
+    assert_eq!(status, 200);
+    assert!(tables.as_array().unwrap().iter().any(|t| t["name"] == "stock"));
+
+    stop.send(()).unwrap();
+}
