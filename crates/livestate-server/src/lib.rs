@@ -10,6 +10,7 @@
 //! | `GET /v1/tables` | every state table: engine, budget, receipt (lag against budget), files and runs |
 //! | `GET /v1/tables/{table}/rows?col=value&...` | rows with a receipt; `snapshot=N` or `tag=T` time-travel; every key column given → answered by the lookup index |
 //! | `GET /v1/triggers/{trigger}/firings?consumer=C[&ack=false][&limit=N]` | firings after the consumer's cursor; moves the cursor unless `ack=false` |
+//! | `GET /v1/triggers/{trigger}/stream?consumer=C` | the same as server-sent events (`event: firing`, `id: seq`), each acknowledged once handed to the connection, as they are committed |
 //!
 //! Not yet here (issue 5): principals, roles and tokens, consistent multi-table reads,
 //! proposals, decisions, outboxes, audit, OpenAPI and metrics.
@@ -21,6 +22,7 @@ use std::time::Duration;
 
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -42,6 +44,8 @@ struct Shared {
     ls: Livestate,
     /// Wakes the derive loop when events arrive.
     appended: Notify,
+    /// Turns true when the server is stopping: streams end so the shutdown can finish.
+    stopping: watch::Receiver<bool>,
 }
 
 /// An API error: a status and a message naming the problem.
@@ -79,8 +83,8 @@ pub async fn serve(
     let ls = Livestate::open(dir).await?;
     let mut derivers = ls.derivers().await?;
     derivers.catch_up(&ls.record, &ls.spec, livestate_engine::CATCH_UP_COMMIT_EVENTS, &mut |_| {}).await?;
-    let shared = Arc::new(Shared { ls, appended: Notify::new() });
     let (stop_tx, mut stop_rx) = watch::channel(false);
+    let shared = Arc::new(Shared { ls, appended: Notify::new(), stopping: stop_rx.clone() });
 
     let loop_shared = Arc::clone(&shared);
     let derive_loop = tokio::spawn(async move {
@@ -114,6 +118,7 @@ pub async fn serve(
         .route("/v1/tables", get(get_tables))
         .route("/v1/tables/{table}/rows", get(get_rows))
         .route("/v1/triggers/{trigger}/firings", get(get_firings))
+        .route("/v1/triggers/{trigger}/stream", get(stream_firings))
         .with_state(Arc::clone(&shared));
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
@@ -202,4 +207,57 @@ async fn get_firings(
         }
     }
     Ok(Json(json!({ "firings": firings })))
+}
+
+/// How often a stream looks for new firings.
+const STREAM_POLL: Duration = Duration::from_millis(50);
+
+async fn stream_firings(
+    State(s): State<Arc<Shared>>,
+    UrlPath(trigger): UrlPath<String>,
+    Query(params): Query<Vec<(String, String)>>,
+) -> Result<Response, ApiError> {
+    if !s.ls.spec.triggers.contains_key(&trigger) {
+        let known = s.ls.spec.triggers.keys().cloned().collect();
+        return Err(EngineError::UnknownTrigger { name: trigger, known }.into());
+    }
+    let consumer = params
+        .iter()
+        .find(|(k, v)| k == "consumer" && !v.trim().is_empty())
+        .map(|(_, v)| v.clone())
+        .ok_or_else(|| ApiError(StatusCode::BAD_REQUEST, "query parameter `consumer` is required".into()))?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, std::convert::Infallible>>(64);
+    let mut stopping = s.stopping.clone();
+    tokio::spawn(async move {
+        loop {
+            if *stopping.borrow() {
+                return;
+            }
+            let batch = match s.ls.index.pending(&trigger, &consumer, 256) {
+                Ok(b) => b,
+                Err(e) => {
+                    let _ = tx.send(Ok(Event::default().event("error").data(e.to_string()))).await;
+                    return;
+                }
+            };
+            for f in &batch {
+                let data = serde_json::to_string(f).expect("firings encode");
+                let event = Event::default().event("firing").id(f.seq.to_string()).data(data);
+                // Handed to the connection: acknowledged. A closed connection stops here, and the
+                // firing stays pending for the consumer's next connection.
+                if tx.send(Ok(event)).await.is_err() || s.ls.index.ack(&trigger, &consumer, f.seq).is_err() {
+                    return;
+                }
+            }
+            if batch.is_empty() {
+                tokio::select! {
+                    _ = tokio::time::sleep(STREAM_POLL) => {}
+                    _ = tx.closed() => return,
+                    _ = stopping.changed() => return,
+                }
+            }
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
 }

@@ -56,16 +56,18 @@ async fn a_module_emits_a_reader_reads_and_a_consumer_gets_each_firing_once() {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     // The client runs as its own task; the server runs here until the client stops it.
     let client = tokio::spawn(client(addr, stop));
-    livestate_server::serve(&dir, listener, async {
+    let served = livestate_server::serve(&dir, listener, async {
         let _ = stopped.await;
-    })
-    .await
-    .unwrap();
+    });
+    tokio::time::timeout(Duration::from_secs(90), served)
+        .await
+        .expect("the server stops when asked")
+        .unwrap();
     client.await.unwrap();
-    // After a graceful stop everything is committed: the record holds the 3 events and the
+    // After a graceful stop everything is committed: the record holds the 6 events and the
     // directory opens again.
     let ls = livestate_engine::Livestate::open(&dir).await.unwrap();
-    assert_eq!(ls.record.next_offset(), 3);
+    assert_eq!(ls.record.next_offset(), 6);
 }
 
 async fn client(addr: std::net::SocketAddr, stop: tokio::sync::oneshot::Sender<()>) {
@@ -131,5 +133,54 @@ async fn client(addr: std::net::SocketAddr, stop: tokio::sync::oneshot::Sender<(
     assert_eq!(status, 200);
     assert!(tables.as_array().unwrap().iter().any(|t| t["name"] == "stock"));
 
+    // A streaming consumer gets the existing firing and a new one as it is committed.
+    let mut sse = TcpStream::connect(addr).await.unwrap();
+    sse.write_all(
+        b"GET /v1/triggers/stock_below_reorder_point/stream?consumer=watcher HTTP/1.1\r\nHost: x\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let nut = line(
+        "c3",
+        "inventory.stock_counted",
+        serde_json::json!({"item": "nut", "location": "north", "on_hand": 50}),
+    ) + &line(
+        "p2",
+        "procurement.planning_set",
+        serde_json::json!({"item": "nut", "location": "north", "reorder_point": 20, "target": 60}),
+    ) + &line(
+        "c4",
+        "inventory.stock_counted",
+        serde_json::json!({"item": "nut", "location": "north", "on_hand": 3}),
+    );
+    assert_eq!(http(addr, "POST", "/v1/events", &nut).await.0, 200);
+    let mut seen = String::new();
+    let started = Instant::now();
+    while !(seen.contains("id: 1") && seen.contains("id: 2")) {
+        let mut buf = [0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(20), sse.read(&mut buf))
+            .await
+            .expect("firings stream")
+            .unwrap();
+        assert!(n > 0 && started.elapsed() < Duration::from_secs(20), "stream ended: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(seen.contains("event: firing") && seen.contains("\"nut\""), "{seen}");
+    drop(sse);
+    let (_, after) =
+        http(addr, "GET", "/v1/triggers/stock_below_reorder_point/firings?consumer=watcher", "").await;
+    assert!(after["firings"].as_array().unwrap().is_empty(), "streamed firings are acknowledged: {after}");
+
+    // A stream still open when the server stops does not hold the shutdown up.
+    let mut open = TcpStream::connect(addr).await.unwrap();
+    open.write_all(b"GET /v1/triggers/job_blocked/stream?consumer=late HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
     stop.send(()).unwrap();
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), open.read_to_end(&mut rest))
+        .await
+        .expect("stream closed at shutdown")
+        .unwrap();
 }
