@@ -181,15 +181,22 @@ impl Index {
     /// Store errors.
     pub fn rebuild(&self, table: &str, rows: &[Vec<Value>], meta: IndexMeta) -> Result<(), EngineError> {
         let t = self.table(table)?;
+        let keyed: HashMap<Vec<u8>, &Vec<Value>> =
+            rows.iter().map(|r| (key_bytes(t.key_idx.iter().map(|&i| &r[i])), r)).collect();
+        // One batch: stale keys out, every row in, and the meta, so a crash leaves the old index.
         let mut batch = self.db.batch();
         for kv in t.rows.iter() {
             let k = kv.key().map_err(store_err(table))?;
-            batch.remove(&t.rows, k);
+            if !keyed.contains_key(k.as_ref()) {
+                batch.remove(&t.rows, k);
+            }
         }
+        for (k, r) in &keyed {
+            batch.insert(&t.rows, k.as_slice(), encode_row(r));
+        }
+        batch.insert(&self.meta, table.as_bytes(), serde_json::to_vec(&meta).expect("meta encodes"));
         batch.commit().map_err(store_err(table))?;
-        let keyed: Vec<(Vec<u8>, &Vec<Value>)> =
-            rows.iter().map(|r| (key_bytes(t.key_idx.iter().map(|&i| &r[i])), r)).collect();
-        self.apply(table, keyed.iter().map(|(k, r)| (k.as_slice(), Some(r.as_slice()))), meta)
+        self.db.persist(PersistMode::Buffer).map_err(store_err(table))
     }
 
     /// Every row indexed for `table`, in key-byte order.
@@ -267,15 +274,6 @@ impl Index {
             .insert(pair(trigger, consumer.as_bytes()), seq.to_be_bytes())
             .map_err(store_err(trigger))?;
         self.db.persist(PersistMode::SyncAll).map_err(store_err(trigger))
-    }
-
-    /// Number of rows indexed for `table`.
-    ///
-    /// # Errors
-    /// Store errors.
-    pub fn len(&self, table: &str) -> Result<usize, EngineError> {
-        let t = self.table(table)?;
-        Ok(t.rows.iter().count())
     }
 }
 

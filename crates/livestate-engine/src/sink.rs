@@ -149,15 +149,16 @@ impl Tracking {
         for t in &self.triggers.triggers {
             seqs.insert(t.name.clone(), self.index.last_seq(&t.name)?);
         }
-        let mut armed: HashMap<(String, Vec<u8>), bool> = HashMap::new();
         for (key, (before, after)) in &self.touched {
             if before == after {
                 continue;
             }
+            // Each key appears once per commit, so its arming is read once, before evaluating.
+            let mut armed: HashMap<&str, bool> = HashMap::new();
             for t in &self.triggers.triggers {
-                armed.insert((t.name.clone(), key.clone()), self.index.is_armed(&t.name, key)?);
+                armed.insert(&t.name, self.index.is_armed(&t.name, key)?);
             }
-            let is_armed = |name: &str| armed.get(&(name.to_string(), key.clone())).copied().unwrap_or(true);
+            let is_armed = |name: &str| armed.get(name).copied().unwrap_or(true);
             let mut next = |name: &str| {
                 let s = seqs.get_mut(name).expect("trigger seq");
                 *s += 1;

@@ -46,6 +46,7 @@ impl Maintainer {
         let sm = self.table.snapshot_manager();
         let tm = self.table.tag_manager();
         let mut report = ExpireReport::default();
+        let mut paths = None;
         let ids = sm.list_all_ids().await.map_err(paimon_err(name, "list snapshots"))?;
         let (Some(&earliest), Some(&latest)) = (ids.first(), ids.last()) else {
             return Ok(report);
@@ -112,7 +113,7 @@ impl Maintainer {
                     report.snapshots += 1;
                 }
             }
-            self.delete_unreferenced(&candidates, &keep, &mut report).await?;
+            self.delete_unreferenced(&candidates, &keep, &mut paths, &mut report).await?;
             progress(report.snapshots, total);
             from = to.max(from);
             if from >= target {
@@ -133,6 +134,7 @@ impl Maintainer {
         let sm = self.table.snapshot_manager();
         let tm = self.table.tag_manager();
         let mut report = ExpireReport::default();
+        let mut paths = None;
         let tagged = tm.get(tag).await.map_err(paimon_err(name, "read tag"))?.ok_or_else(|| {
             crate::LsmError::Refused { table: name.into(), message: format!("there is no tag `{tag}`") }
         })?;
@@ -157,7 +159,7 @@ impl Maintainer {
         if let Some(e) = earliest {
             let earliest_snapshot = sm.get_snapshot(e).await.map_err(paimon_err(name, "read snapshot"))?;
             let keep = self.keep_at(&earliest_snapshot, &kept_refs).await?;
-            self.delete_unreferenced(&candidates, &keep, &mut report).await?;
+            self.delete_unreferenced(&candidates, &keep, &mut paths, &mut report).await?;
         }
         report.earliest = earliest;
         Ok(report)
@@ -175,19 +177,22 @@ impl Maintainer {
     }
 
     /// Deletes the candidate files `keep` does not name.
+    /// `paths` caches the table's data file paths: listed once per expiry, when first needed
+    /// (the files deleted are old ones, so a listing taken earlier in the run has them).
     async fn delete_unreferenced(
         &self,
         candidates: &Refs,
         keep: &Refs,
+        paths: &mut Option<HashMap<String, String>>,
         report: &mut ExpireReport,
     ) -> Result<()> {
         let name = self.name.as_str();
         let io = self.table.file_io();
-        let paths: HashMap<String, String> = if candidates.data.iter().any(|d| !keep.data.contains(d)) {
-            data_file_paths(&self.table, name).await?
-        } else {
-            HashMap::new()
-        };
+        if paths.is_none() && candidates.data.iter().any(|d| !keep.data.contains(d)) {
+            *paths = Some(data_file_paths(&self.table, name).await?);
+        }
+        let empty = HashMap::new();
+        let paths = paths.as_ref().unwrap_or(&empty);
         for file in candidates.data.difference(&keep.data) {
             if let Some(path) = paths.get(file) {
                 io.delete_file(path).await.map_err(paimon_err(name, "delete data file"))?;

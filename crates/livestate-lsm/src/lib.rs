@@ -260,19 +260,4 @@ impl Maintainer {
             }
         }
     }
-
-    /// The most sorted runs any bucket has now (what the stop trigger is compared with).
-    ///
-    /// # Errors
-    /// The latest snapshot cannot be planned.
-    pub async fn max_sorted_runs(&self) -> Result<usize> {
-        let sm = self.table.snapshot_manager();
-        let Some(id) =
-            sm.get_latest_snapshot_id().await.map_err(paimon_err(&self.name, "read latest snapshot"))?
-        else {
-            return Ok(0);
-        };
-        let buckets = live_files(&self.table, &self.name, &Version::Snapshot(id)).await?;
-        Ok(buckets.iter().map(|b| sorted_runs(&b.files).len()).max().unwrap_or(0))
-    }
 }
