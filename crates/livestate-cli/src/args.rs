@@ -139,17 +139,44 @@ One process owns a directory: while `derive` runs, firings are read through the 
         #[arg(long)]
         peek: bool,
     },
-    /// Serve the HTTP API: record events, derive every table, answer reads and trigger firings.
+    /// Serve the HTTP API: record events, derive every table, answer reads, proposals and decisions.
     #[command(
-        after_help = "Routes (JSON): POST /v1/events (JSON lines), GET /v1/tables, GET /v1/tables/{table}/rows?col=value[&snapshot=N|&tag=T],\n\
-GET /v1/triggers/{trigger}/firings?consumer=NAME[&ack=false]. Ctrl-C commits what is pending and stops.\n\
-Not yet: tokens and roles, proposals, decisions, audit (listen on loopback only).\n\nExample:\n  livestate serve --dir ./acme --listen 127.0.0.1:7070"
+        after_help = "Every route but /v1/health and /v1/openapi.json needs `Authorization: Bearer <token>`; issue tokens with\n\
+`livestate token add`. The routes and the permission each needs are in GET /v1/openapi.json and docs/api.md.\n\
+Ctrl-C commits what is pending and stops.\n\nExamples:\n  livestate token add --dir ./acme agent:procurement\n  livestate serve --dir ./acme --listen 127.0.0.1:7070\n  livestate serve --dir ./acme --webhook procurement=http://127.0.0.1:9000/approved"
     )]
     Serve {
         #[arg(long, default_value = "./livestate-data", env = "LIVESTATE_DIR")]
         dir: PathBuf,
         #[arg(long, default_value = "127.0.0.1:7070")]
         listen: String,
+        /// Principals file (default: DIR/principals.toml)
+        #[arg(long)]
+        principals: Option<PathBuf>,
+        /// How long tags pinning a proposal's evidence are kept (Paimon duration, e.g. `400 d`)
+        #[arg(long, default_value = "400 d")]
+        tag_retention: String,
+        /// POST each approved proposal of MODULE to URL (repeatable), besides its outbox
+        #[arg(long, value_name = "MODULE=URL", value_parser = parse_webhook)]
+        webhook: Vec<(String, String)>,
+    },
+    /// Manage who may call the API: issue, revoke and list tokens (stored hashed).
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Show a proposal's audit: the rows it cited read back from their pinned tags, the
+    /// decision, the events it caused and the state after them.
+    #[command(after_help = "Asks a running server. Example:\n  livestate audit p3f9a... --url http://127.0.0.1:7070 --token $LIVESTATE_TOKEN")]
+    Audit {
+        /// Proposal id
+        id: String,
+        #[arg(long, default_value = "http://127.0.0.1:7070", env = "LIVESTATE_URL")]
+        url: String,
+        /// A token allowed to read (agent, person or admin)
+        #[arg(long, env = "LIVESTATE_TOKEN", hide_env_values = true)]
+        token: String,
+        /// Print the audit as JSON
+        #[arg(long)]
+        json: bool,
     },
     /// Run the example company: init, generated events from three modules, derive, print state.
     #[command(after_help = "Example:\n  livestate demo\n  livestate demo --dir /tmp/acme --seed 42")]
@@ -166,6 +193,44 @@ Not yet: tokens and roles, proposals, decisions, audit (listen on loopback only)
         #[arg(long, default_value_t = 40)]
         orders: usize,
     },
+}
+
+/// `livestate token ...`
+#[derive(Debug, clap::Subcommand)]
+pub enum TokenCommand {
+    /// Issue a token for a new principal and print it (only its hash is stored).
+    #[command(after_help = "Names: module:<m> (emits m's events, pulls m's outbox), agent:<a> (reads, subscribes, proposes),\n\
+person:<p> --scope <module>... (reads, decides proposals for those modules; `*` for all), admin.\n\n\
+Example:\n  livestate token add --dir ./acme person:ana --scope procurement")]
+    Add {
+        #[arg(long, default_value = "./livestate-data", env = "LIVESTATE_DIR")]
+        dir: PathBuf,
+        /// Principal name, e.g. agent:procurement
+        name: String,
+        /// Modules whose proposals a person may decide (repeatable)
+        #[arg(long)]
+        scope: Vec<String>,
+    },
+    /// Revoke a principal's token (a running server stops accepting it at once).
+    Revoke {
+        #[arg(long, default_value = "./livestate-data", env = "LIVESTATE_DIR")]
+        dir: PathBuf,
+        name: String,
+    },
+    /// List principals (names and scopes; tokens are never stored).
+    List {
+        #[arg(long, default_value = "./livestate-data", env = "LIVESTATE_DIR")]
+        dir: PathBuf,
+    },
+}
+
+fn parse_webhook(v: &str) -> Result<(String, String), String> {
+    match v.split_once('=') {
+        Some((m, url)) if !m.is_empty() && (url.starts_with("http://") || url.starts_with("https://")) => {
+            Ok((m.to_string(), url.to_string()))
+        }
+        _ => Err(format!("`{v}` is not MODULE=http://host/path")),
+    }
 }
 
 fn parse_window(v: &str) -> Result<std::time::Duration, String> {

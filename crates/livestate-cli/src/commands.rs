@@ -32,21 +32,78 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Tables { dir, json } => tables(&dir, json).await,
         Command::Demo { dir, seed, items, orders } => demo(&dir, seed, items, orders).await,
         Command::Compact { dir, table, full } => compact(&dir, &table, full).await,
-        Command::Serve { dir, listen } => {
+        Command::Serve { dir, listen, principals, tag_retention, webhook } => {
             let listener = tokio::net::TcpListener::bind(&listen)
                 .await
                 .with_context(|| format!("listening on {listen}"))?;
+            let layout = Layout::new(&dir)?;
+            let principals_file = principals.clone().unwrap_or_else(|| layout.principals_file());
+            let config = livestate_server::ServeConfig {
+                principals,
+                tag_retention,
+                webhooks: webhook.into_iter().collect(),
+                ..Default::default()
+            };
             eprintln!("serving {} on http://{}", dir.display(), listener.local_addr()?);
-            livestate_server::serve(&dir, listener, async {
+            if livestate_server::auth::list_principals(&principals_file).map(|p| p.is_empty()).unwrap_or(false) {
+                eprintln!(
+                    "no principals yet: every call gets 401. Issue tokens with `livestate token add --dir {} agent:NAME`",
+                    dir.display()
+                );
+            }
+            livestate_server::serve_with(&dir, listener, config, async {
                 let _ = tokio::signal::ctrl_c().await;
             })
             .await?;
             eprintln!("stopped; everything pending was committed");
             Ok(())
         }
+        Command::Token(t) => token(t),
+        Command::Audit { id, url, token, json } => audit(&id, &url, &token, json).await,
         Command::Watch { dir, trigger, consumer, peek } => watch(&dir, &trigger, &consumer, peek).await,
         Command::Expire { dir, table, orphans_older_than } => expire(&dir, table, orphans_older_than).await,
     }
+}
+
+fn token(cmd: crate::args::TokenCommand) -> anyhow::Result<()> {
+    use crate::args::TokenCommand;
+    use livestate_server::auth;
+    let file = |dir: &Path| -> anyhow::Result<PathBuf> {
+        let layout = Layout::new(dir)?;
+        if !layout.is_initialized() {
+            bail!("{} is not a livestate directory (run `livestate init` first)", layout.dir.display());
+        }
+        Ok(layout.principals_file())
+    };
+    match cmd {
+        TokenCommand::Add { dir, name, scope } => {
+            let token = auth::add_principal(&file(&dir)?, &name, &scope)?;
+            eprintln!("{name}: token issued. It is shown once; only its hash is stored.");
+            println!("{token}");
+        }
+        TokenCommand::Revoke { dir, name } => {
+            auth::revoke_principal(&file(&dir)?, &name)?;
+            eprintln!("{name}: revoked (a running server refuses the token from now on)");
+        }
+        TokenCommand::List { dir } => {
+            for p in auth::list_principals(&file(&dir)?)? {
+                let scopes = if p.scopes.is_empty() { String::new() } else { format!("  scopes: {}", p.scopes.join(", ")) };
+                println!("{}{scopes}", p.name);
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn audit(id: &str, url: &str, token: &str, json: bool) -> anyhow::Result<()> {
+    let client = livestate_client::Client::new(url, token)?;
+    let a = client.audit(id).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&a)?);
+        return Ok(());
+    }
+    print!("{}", render::audit(&a));
+    Ok(())
 }
 
 /// Writes the built-in example spec into a fresh temporary directory.

@@ -37,6 +37,14 @@ pub struct DeriveReport {
     pub through: u64,
 }
 
+/// What a consistency barrier committed: every named table reflects exactly the events below
+/// `offset`, in the snapshot given for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Barrier {
+    pub offset: u64,
+    pub snapshots: Vec<(String, Option<i64>)>,
+}
+
 /// Progress of a catch-up: events applied and the total to apply.
 #[derive(Debug, Clone, Copy)]
 pub struct Progress {
@@ -281,6 +289,59 @@ impl Derivers {
             }
         }
         Ok(DeriveReport { events, rows, commits, through: self.position() })
+    }
+
+    /// A consistency barrier: derives every event below `target` (and whatever else was
+    /// already applied), then commits each table in `tables` through the same offset. Returns
+    /// that offset and, per table, the snapshot that reflects exactly the events below it
+    /// (`None` while the table has never been committed).
+    ///
+    /// A table with nothing new keeps its last snapshot: no event between that commit and
+    /// the barrier touched it, so it reflects the barrier offset too.
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownTable`]; as [`Derivers::catch_up`].
+    pub async fn barrier(
+        &mut self,
+        record: &Record,
+        spec: &CompanySpec,
+        tables: &[String],
+        target: u64,
+    ) -> Result<Barrier, EngineError> {
+        let mut idx = Vec::with_capacity(tables.len());
+        for t in tables {
+            idx.push(spec.tables.get_index_of(t).ok_or_else(|| EngineError::UnknownTable {
+                name: t.clone(),
+                known: spec.tables.keys().cloned().collect(),
+            })?);
+        }
+        let through = self.sinks().map(|s| s.position).max().unwrap_or(0).max(target);
+        while self.position() < through {
+            let (n, _) = self.apply_chunk(record, spec, through, u64::MAX).await?;
+            if n == 0 {
+                return Err(EngineError::Derivation {
+                    offset: self.position(),
+                    message: format!("the record ends before the barrier offset {through}"),
+                });
+            }
+        }
+        let mut snapshots = Vec::with_capacity(idx.len());
+        for i in idx {
+            let t = &mut self.tables[i];
+            t.upkeep.before_commit(&t.sink.maintainer).await;
+            if t.sink.commit().await?.is_some() {
+                t.upkeep.after_commit(&t.sink.maintainer, false).await;
+            }
+            debug_assert_eq!(t.sink.committed, through);
+            snapshots.push((t.sink.name_in_spec().to_string(), t.sink.snapshot_id));
+        }
+        Ok(Barrier { offset: through, snapshots })
+    }
+
+    /// The maintainer of every state table, by table name. They share the derivers' locks, so
+    /// a tag pinned through one cannot race an expiry the derivers run.
+    pub fn maintainers(&self) -> std::collections::HashMap<String, livestate_lsm::Maintainer> {
+        self.tables.iter().map(|t| (t.sink.name_in_spec().to_string(), t.sink.maintainer.clone())).collect()
     }
 
     /// Commits whatever is pending in every table (used at shutdown).

@@ -47,6 +47,14 @@ impl Layout {
     pub fn index_dir(&self) -> PathBuf {
         self.dir.join("index")
     }
+    /// The server's proposal store (proposals, decisions, outboxes), derived from the record.
+    pub fn boundary_dir(&self) -> PathBuf {
+        self.dir.join("boundary")
+    }
+    /// Principals and their hashed tokens (see `docs/formats/principals.md`).
+    pub fn principals_file(&self) -> PathBuf {
+        self.dir.join("principals.toml")
+    }
     pub fn warehouse_dir(&self) -> PathBuf {
         self.dir.join("warehouse")
     }

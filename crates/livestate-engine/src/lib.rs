@@ -26,7 +26,7 @@ use livestate_spec::{CompanySpec, Event};
 use paimon::catalog::Identifier;
 use paimon::{Catalog, CatalogOptions, FileSystemCatalog, Options};
 
-pub use derive::{DeriveReport, Derivers, Progress, CATCH_UP_COMMIT_EVENTS};
+pub use derive::{Barrier, DeriveReport, Derivers, Progress, CATCH_UP_COMMIT_EVENTS};
 pub use error::{EngineError, LineError};
 pub use layout::{Layout, Status, TableProgress, WriteLock};
 pub use livestate_record::RecordError;

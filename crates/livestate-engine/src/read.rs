@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::TryStreamExt;
 use livestate_record::Record;
-use livestate_spec::expr::compare;
+use livestate_spec::expr::{compare, Expr, ExprType};
 use livestate_spec::freshness::format_duration;
 use livestate_spec::{CompanySpec, MergeEngine, TableSpec, Value};
 use paimon::catalog::Identifier;
@@ -15,7 +15,7 @@ use paimon::{Catalog, FileSystemCatalog, Table};
 use serde::Serialize;
 
 use crate::error::{paimon_err, EngineError};
-use crate::index::{key_bytes, Index};
+use crate::index::{key_bytes, Index, IndexMeta};
 use crate::layout::Status;
 use crate::schema::latest_own_snapshot;
 use crate::schema::STATE_DB;
@@ -236,8 +236,9 @@ pub async fn read(
     let (table, receipt) = match &req.at {
         At::Latest => {
             let mut r = latest_receipt(&table, &ts, lag).await?;
-            if let Some(rows) = point_lookup(&ts, &filters, index, r.identifier)? {
+            if let Some(mut rows) = from_index(&ts, &filters, index, |m| m.identifier == r.identifier)? {
                 r.served_by = "index";
+                sort_by_key(&ts, &mut rows);
                 return Ok(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt: r });
             }
             (table, r)
@@ -249,11 +250,21 @@ pub async fn read(
                 At::Latest => unreachable!("handled above"),
             };
             let snap = match at {
-                At::Snapshot(id) => table
-                    .snapshot_manager()
-                    .get_snapshot(*id)
-                    .await
-                    .map_err(paimon_err(&full, "read snapshot"))?,
+                At::Snapshot(id) => {
+                    let sm = table.snapshot_manager();
+                    let ids = sm.list_all_ids().await.map_err(paimon_err(&full, "list snapshots"))?;
+                    if !ids.contains(id) {
+                        let kept = match (ids.first(), ids.last()) {
+                            (Some(a), Some(b)) => format!("snapshots kept: {a}..={b}"),
+                            _ => "the table has no snapshot yet".into(),
+                        };
+                        return Err(EngineError::BadRequest {
+                            table: ts.name.clone(),
+                            message: format!("no snapshot {id} ({kept})"),
+                        });
+                    }
+                    sm.get_snapshot(*id).await.map_err(paimon_err(&full, "read snapshot"))?
+                }
                 At::Tag(t) => {
                     table.tag_manager().get(t).await.map_err(paimon_err(&full, "read tag"))?.ok_or_else(
                         || EngineError::BadRequest {
@@ -264,23 +275,19 @@ pub async fn read(
                 }
                 At::Latest => unreachable!("handled above"),
             };
+            if let At::Snapshot(id) = at {
+                if let Some(mut rows) = from_index(&ts, &filters, index, |m| m.snapshot_id == Some(*id))? {
+                    sort_by_key(&ts, &mut rows);
+                    let mut receipt = past_receipt(&ts, &snap);
+                    receipt.served_by = "index";
+                    return Ok(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt });
+                }
+            }
             let tt = table
                 .copy_with_time_travel_strict(HashMap::from([(key.to_string(), value)]))
                 .await
                 .map_err(paimon_err(&full, "time travel"))?;
-            let receipt = Receipt {
-                table: ts.name.clone(),
-                snapshot_id: Some(snap.id()),
-                offset: u64::try_from(snap.commit_identifier()).unwrap_or(0),
-                committed_at: Some(committed_at(&snap)),
-                lag_ms: None,
-                budget: ts.freshness.to_string(),
-                within_budget: None,
-                measured_by: "snapshot",
-                served_by: "paimon",
-                identifier: u64::try_from(snap.commit_identifier()).unwrap_or(0),
-            };
-            (tt, receipt)
+            (tt, past_receipt(&ts, &snap))
         }
     };
     let mut rows = scan(&table, &ts, &filters).await?;
@@ -288,29 +295,97 @@ pub async fn read(
     Ok(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt })
 }
 
-/// Answers from the lookup index when `filters` name every key column and the index reflects
-/// the table's latest livestate snapshot (commit `identifier`); `None` when the table must be
-/// scanned instead.
-fn point_lookup(
+/// The receipt of a past snapshot (or the snapshot a tag names): no lag, since it is not the
+/// table's present.
+fn past_receipt(ts: &TableSpec, snap: &Snapshot) -> Receipt {
+    let identifier = u64::try_from(snap.commit_identifier()).unwrap_or(0);
+    Receipt {
+        table: ts.name.clone(),
+        snapshot_id: Some(snap.id()),
+        offset: identifier,
+        committed_at: Some(committed_at(snap)),
+        lag_ms: None,
+        budget: ts.freshness.to_string(),
+        within_budget: None,
+        measured_by: "snapshot",
+        served_by: "paimon",
+        identifier,
+    }
+}
+
+/// Answers from the lookup index when it reflects the version asked for (`reflects` says so of
+/// its meta): by key when `filters` name every key column, else by filtering every indexed
+/// row. The meta is checked again after reading, since a commit may move the index meanwhile;
+/// `None` when the table must be read from Paimon instead.
+fn from_index(
     ts: &TableSpec,
     filters: &[(usize, Value)],
     index: Option<&Index>,
-    identifier: u64,
+    reflects: impl Fn(&IndexMeta) -> bool,
 ) -> Result<Option<Vec<Vec<Value>>>, EngineError> {
     let Some(index) = index else { return Ok(None) };
+    let Some(before) = index.meta(&ts.name)?.filter(|m| reflects(m)) else { return Ok(None) };
     let mut key = Vec::new();
     for k in &ts.primary_key {
         let idx = ts.columns.get_index_of(k).expect("key column");
         match filters.iter().find(|(i, _)| *i == idx) {
             Some((_, v)) => key.push(v),
-            None => return Ok(None),
+            None => break,
         }
     }
-    if index.meta(&ts.name)?.is_none_or(|m| m.identifier != identifier) {
+    let rows = if key.len() == ts.primary_key.len() {
+        index.get(&ts.name, &key_bytes(key.into_iter()))?.into_iter().collect()
+    } else {
+        index.rows(&ts.name)?
+    };
+    if index.meta(&ts.name)? != Some(before) {
         return Ok(None);
     }
-    let row = index.get(&ts.name, &key_bytes(key.into_iter()))?;
-    Ok(Some(row.into_iter().filter(|r| filters.iter().all(|(i, v)| &r[*i] == v)).collect()))
+    Ok(Some(rows.into_iter().filter(|r| filters.iter().all(|(i, v)| &r[*i] == v)).collect()))
+}
+
+/// Parses a `where` condition over `ts`'s columns (the spec's expression language, e.g.
+/// `on_hand - reserved < 10 and location == 'north'`) and checks it is a condition.
+///
+/// # Errors
+/// [`EngineError::BadRequest`] naming what does not parse or fit.
+pub fn parse_where(ts: &TableSpec, text: &str) -> Result<Expr, EngineError> {
+    let bad = |message: String| EngineError::BadRequest { table: ts.name.clone(), message };
+    let expr = Expr::parse(text).map_err(|e| bad(format!("where `{text}`: {e}")))?;
+    let ty = expr
+        .type_check(&|n| ts.columns.get(n).copied())
+        .map_err(|e| bad(format!("where `{text}`: {e}")))?;
+    if !matches!(ty, ExprType::Of(livestate_spec::ValueType::Bool) | ExprType::Null) {
+        return Err(bad(format!("where `{text}` is not a condition (it yields {ty})")));
+    }
+    Ok(expr)
+}
+
+impl Rows {
+    /// Keeps the rows for which `condition` holds, then at most `limit` of them.
+    ///
+    /// # Errors
+    /// [`EngineError::BadRequest`] when the condition fails on a row (an overflow, say).
+    pub fn select(&mut self, condition: Option<&Expr>, limit: Option<usize>) -> Result<(), EngineError> {
+        if let Some(cond) = condition {
+            let mut kept = Vec::with_capacity(self.rows.len());
+            for row in std::mem::take(&mut self.rows) {
+                let lookup = |n: &str| self.columns.iter().position(|c| c == n).map(|i| row[i].clone());
+                let holds = cond.holds(&lookup).map_err(|message| EngineError::BadRequest {
+                    table: self.receipt.table.clone(),
+                    message,
+                })?;
+                if holds {
+                    kept.push(row);
+                }
+            }
+            self.rows = kept;
+        }
+        if let Some(n) = limit {
+            self.rows.truncate(n);
+        }
+        Ok(())
+    }
 }
 
 /// Every row of `table` (as of the version the handle points at), merged.

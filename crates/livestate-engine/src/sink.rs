@@ -266,6 +266,11 @@ impl TableSink {
         Ok(())
     }
 
+    /// The table's name without its database (`stock` for `state.stock`).
+    pub fn name_in_spec(&self) -> &str {
+        self.name.rsplit_once('.').map_or(self.name.as_str(), |(_, t)| t)
+    }
+
     /// Commits everything applied so far as reflecting every event below `self.position`.
     /// Returns the new snapshot id, or `None` when nothing changed.
     pub async fn commit(&mut self) -> Result<Option<i64>, EngineError> {

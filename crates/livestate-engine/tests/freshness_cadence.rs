@@ -13,7 +13,7 @@ async fn a_one_second_table_commits_within_its_budget_while_a_five_minute_table_
     let mut derivers = ls.derivers().await.unwrap();
     ls.emit(
         &[
-            line(1, "decisions.proposal_created", json!({"proposal_id": "p1", "kind": "replenishment_order", "agent": "procurement", "summary": "s", "risk_level": "low"})),
+            line(1, "decisions.proposal_created", json!({"proposal_id": "p1", "kind": "replenishment_order", "agent": "procurement", "module": "procurement", "summary": "s", "risk_level": "low", "document": "{}"})),
             line(2, "inventory.stock_counted", json!({"item": "bolt", "location": "north", "on_hand": 4})),
         ]
         .join("\n"),

@@ -41,7 +41,7 @@ fn proposal(n: u32) -> String {
     line(
         n,
         "decisions.proposal_created",
-        json!({"proposal_id": format!("p{n}"), "kind": "replenishment_order", "agent": "procurement", "summary": "s", "risk_level": "low"}),
+        json!({"proposal_id": format!("p{n}"), "kind": "replenishment_order", "agent": "procurement", "module": "procurement", "summary": "s", "risk_level": "low", "document": "{}"}),
     )
 }
 

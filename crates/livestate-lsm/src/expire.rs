@@ -124,6 +124,39 @@ impl Maintainer {
         Ok(report)
     }
 
+    /// Pins snapshot `snapshot_id` with tag `tag` (kept for `time_retained`, in Paimon's
+    /// duration format, e.g. `400 d`; for good when `None`), under the expiry lock so the
+    /// snapshot cannot expire between the check and the tag. Re-pinning the same snapshot under
+    /// the same name is a no-op.
+    ///
+    /// # Errors
+    /// [`crate::LsmError::Refused`] when the snapshot does not exist (never written, or
+    /// expired) or the tag already names another snapshot; Paimon errors.
+    pub async fn pin(&self, tag: &str, snapshot_id: i64, time_retained: Option<&str>) -> Result<Snapshot> {
+        let _expiring = self.expiring.lock().await;
+        let name = self.name.as_str();
+        let refused = |message: String| crate::LsmError::Refused { table: name.into(), message };
+        let sm = self.table.snapshot_manager();
+        let ids = sm.list_all_ids().await.map_err(paimon_err(name, "list snapshots"))?;
+        if !ids.contains(&snapshot_id) {
+            let kept = match (ids.first(), ids.last()) {
+                (Some(a), Some(b)) => format!("snapshots kept: {a}..={b}"),
+                _ => "the table has no snapshot yet".into(),
+            };
+            return Err(refused(format!("there is no snapshot {snapshot_id} ({kept})")));
+        }
+        let tm = self.table.tag_manager();
+        if let Some(existing) = tm.get(tag).await.map_err(paimon_err(name, "read tag"))? {
+            if existing.id() == snapshot_id {
+                return Ok(existing);
+            }
+            return Err(refused(format!("tag `{tag}` already names snapshot {}", existing.id())));
+        }
+        let snapshot = sm.get_snapshot(snapshot_id).await.map_err(paimon_err(name, "read snapshot"))?;
+        tm.create_with_retention(tag, &snapshot, time_retained).await.map_err(paimon_err(name, "create tag"))?;
+        Ok(snapshot)
+    }
+
     /// Deletes tag `tag` and the files only it referenced (Paimon's tag deletion).
     ///
     /// # Errors

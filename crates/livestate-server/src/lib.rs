@@ -1,125 +1,238 @@
-//! The HTTP API of livestate (first slice): one process that records events, runs the derivers
-//! (compaction and expiry included) and serves reads with receipts and trigger firings, so
-//! producers, readers and consumers no longer need the directory to themselves.
+//! The agent boundary over HTTP: one process that records events, runs the derivers
+//! (compaction and expiry included), and serves reads with receipts, consistent multi-table
+//! reads, trigger firings, proposals, decisions, outboxes and audits to authenticated
+//! principals.
 //!
-//! Routes, all JSON, under `/v1`:
+//! Routes (JSON, under `/v1`; the OpenAPI document is `GET /v1/openapi.json`):
 //!
-//! | route | what |
-//! |---|---|
-//! | `POST /v1/events` | JSON-lines body; validates every line and appends durably; answers each line's offset |
-//! | `GET /v1/tables` | every state table: engine, budget, receipt (lag against budget), files and runs |
-//! | `GET /v1/tables/{table}/rows?col=value&...` | rows with a receipt; `snapshot=N` or `tag=T` time-travel; every key column given → answered by the lookup index |
-//! | `GET /v1/triggers/{trigger}/firings?consumer=C[&ack=false][&limit=N]` | firings after the consumer's cursor; moves the cursor unless `ack=false` |
-//! | `GET /v1/triggers/{trigger}/stream?consumer=C` | the same as server-sent events (`event: firing`, `id: seq`), each acknowledged once handed to the connection, as they are committed |
+//! | route | permission | what |
+//! |---|---|---|
+//! | `POST /v1/events` | `emit:<module>` | JSON-lines body; every line checked, then appended durably |
+//! | `GET /v1/tables` | `read` | every state table: budget, receipt (lag against budget), files and runs |
+//! | `GET /v1/tables/{table}/rows` | `read` | rows with a receipt; `col=value`, `where=`, `limit=`, `snapshot=N` or `tag=T` |
+//! | `POST /v1/reads` | `read` | several tables as of one record offset (a barrier) |
+//! | `GET /v1/triggers/{trigger}/firings` | `subscribe` | firings after the caller's cursor |
+//! | `GET /v1/triggers/{trigger}/stream` | `subscribe` | the same as server-sent events |
+//! | `POST /v1/proposals` | `propose` | checks and pins the cited snapshots, records the proposal |
+//! | `GET /v1/proposals`, `GET /v1/proposals/{id}` | `read` | the inbox, one proposal |
+//! | `POST /v1/proposals/{id}/decision` | `decide:<module>` | approve or reject, once |
+//! | `GET /v1/proposals/{id}/audit` | `read` | proposal, pinned evidence, decision, caused events, state after |
+//! | `GET /v1/outbox/{module}` | `outbox:<module>` | approved proposals for the module to carry out |
+//! | `GET /metrics` | `read` | Prometheus text: lag against budget per table, proposals |
 //!
-//! Not yet here (issue 5): principals, roles and tokens, consistent multi-table reads,
-//! proposals, decisions, outboxes, audit, OpenAPI and metrics.
+//! Roles and tokens: [`auth`]. The proposal store: [`store`].
 
+pub mod auth;
+mod error;
+mod openapi;
+mod proposals;
+mod reads;
+pub mod store;
+mod webhook;
+
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Path as UrlPath, Query, State};
-use axum::http::StatusCode;
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, State};
+use axum::http::request::Parts;
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use livestate_engine::{is_input_error, At, EngineError, Livestate, ReadRequest};
+use livestate_engine::{Barrier, EngineError, Livestate};
+use livestate_lsm::Maintainer;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Notify};
+use tokio::sync::{mpsc, oneshot, watch};
 
-/// Why the server could not run.
-#[derive(Debug, thiserror::Error)]
-pub enum ServerError {
-    #[error(transparent)]
-    Engine(#[from] EngineError),
-    #[error("serving HTTP: {0}")]
-    Io(#[from] std::io::Error),
+pub use error::{ApiError, ServerError};
+
+use crate::auth::{Permission, Principal, Principals};
+use crate::store::Store;
+
+/// How a server runs, beyond its directory.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// The principals file; `D/principals.toml` when `None`.
+    pub principals: Option<PathBuf>,
+    /// How long a tag pinning a proposal's evidence is kept, in Paimon's duration format.
+    pub tag_retention: String,
+    /// Module → URL that approved proposals are POSTed to (with retries), besides the outbox.
+    pub webhooks: BTreeMap<String, String>,
+    /// Largest request body accepted (larger ones get 413).
+    pub max_body_bytes: usize,
 }
 
-struct Shared {
+impl Default for ServeConfig {
+    fn default() -> ServeConfig {
+        ServeConfig {
+            principals: None,
+            tag_retention: "400 d".into(),
+            webhooks: BTreeMap::new(),
+            max_body_bytes: 4 << 20,
+        }
+    }
+}
+
+/// A consistency barrier asked of the derive loop.
+struct BarrierRequest {
+    tables: Vec<String>,
+    target: u64,
+    reply: oneshot::Sender<Result<Barrier, ApiError>>,
+}
+
+pub(crate) struct Shared {
     ls: Livestate,
-    /// Wakes the derive loop when events arrive.
-    appended: Notify,
+    /// The record's next offset, raised after every append: wakes the derive loop and the
+    /// proposal-store follower.
+    head: watch::Sender<u64>,
     /// Turns true when the server is stopping: streams end so the shutdown can finish.
     stopping: watch::Receiver<bool>,
+    principals: Principals,
+    store: Store,
+    /// How far the proposal store has followed the record.
+    followed: watch::Receiver<u64>,
+    barriers: mpsc::Sender<BarrierRequest>,
+    /// Each state table's maintainer, sharing the derivers' locks (for pinning tags).
+    maintainers: HashMap<String, Maintainer>,
+    /// Proposals and decisions are checked and recorded one at a time.
+    deciding: tokio::sync::Mutex<()>,
+    config: ServeConfig,
+    /// Why proposals cannot be made with this spec, if they cannot.
+    decisions_unsupported: Option<String>,
 }
 
-/// An API error: a status and a message naming the problem.
-struct ApiError(StatusCode, String);
+impl Shared {
+    /// Raises the head after an append.
+    fn appended(&self) {
+        self.head.send_replace(self.ls.record.next_offset());
+    }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        (self.0, Json(json!({"error": self.1}))).into_response()
+    /// Waits until the proposal store has applied the event at `offset`.
+    async fn followed(&self, offset: u64) -> Result<(), ApiError> {
+        let mut rx = self.followed.clone();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while *rx.borrow_and_update() <= offset {
+            if tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
+                return Err(ApiError::internal(format!(
+                    "recorded at offset {offset}, but the proposal store has not caught up within 30 s"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks the derive loop to commit `tables` through one offset at or past `target`.
+    async fn barrier(&self, tables: Vec<String>, target: u64) -> Result<Barrier, ApiError> {
+        let (reply, answer) = oneshot::channel();
+        self.barriers
+            .send(BarrierRequest { tables, target, reply })
+            .await
+            .map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping"))?;
+        answer.await.map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping"))?
     }
 }
 
-impl From<EngineError> for ApiError {
-    fn from(e: EngineError) -> ApiError {
-        let status = match &e {
-            EngineError::UnknownTable { .. } | EngineError::UnknownTrigger { .. } => StatusCode::NOT_FOUND,
-            EngineError::Record(livestate_engine::RecordError::IdConflict { .. }) => StatusCode::CONFLICT,
-            e if is_input_error(e) => StatusCode::BAD_REQUEST,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        ApiError(status, e.to_string())
+/// The authenticated caller of a request (`Authorization: Bearer <token>`).
+pub(crate) struct Caller(pub Principal);
+
+impl Caller {
+    /// 403 unless the caller holds `p`.
+    fn require(&self, p: Permission) -> Result<(), ApiError> {
+        if self.0.may(&p) {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(&self.0, &p))
+        }
     }
+}
+
+impl FromRequestParts<Arc<Shared>> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, s: &Arc<Shared>) -> Result<Caller, ApiError> {
+        let token = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        s.principals.authenticate(token).map(Caller).map_err(|e| ApiError::unauthenticated(&e))
+    }
+}
+
+/// Serves the directory `dir` on `listener` with the default configuration until `shutdown`
+/// resolves. See [`serve_with`].
+///
+/// # Errors
+/// As [`serve_with`].
+pub async fn serve(
+    dir: &Path,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    serve_with(dir, listener, ServeConfig::default(), shutdown).await
 }
 
 /// Serves the directory `dir` on `listener` until `shutdown` resolves, then commits what is
 /// pending and stops.
 ///
 /// # Errors
-/// The directory cannot be opened (not initialised, in use by another process), or serving
-/// failed. A failing derivation stops the server with its error.
-pub async fn serve(
+/// The directory cannot be opened (not initialised, in use by another process), the proposal
+/// store cannot be opened, or serving failed. A failing derivation stops the server with its
+/// error.
+pub async fn serve_with(
     dir: &Path,
     listener: TcpListener,
+    config: ServeConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
     let ls = Livestate::open(dir).await?;
+    let decisions_unsupported = proposals::check_spec(&ls.spec).err();
+    if let Some(why) = &decisions_unsupported {
+        tracing::warn!("proposals are disabled: {why}");
+    }
+    for module in config.webhooks.keys() {
+        if !ls.spec.events.values().any(|e| &e.module == module) {
+            return Err(ServerError::Config(format!("webhook for `{module}`: no event type of that module")));
+        }
+    }
     let mut derivers = ls.derivers().await?;
     derivers.catch_up(&ls.record, &ls.spec, livestate_engine::CATCH_UP_COMMIT_EVENTS, &mut |_| {}).await?;
-    let (stop_tx, mut stop_rx) = watch::channel(false);
-    let shared = Arc::new(Shared { ls, appended: Notify::new(), stopping: stop_rx.clone() });
-
-    let loop_shared = Arc::clone(&shared);
-    let derive_loop = tokio::spawn(async move {
-        let ls = &loop_shared.ls;
-        let mut last_status = std::time::Instant::now();
-        loop {
-            if *stop_rx.borrow() {
-                break;
-            }
-            let step = derivers.step(&ls.record, &ls.spec).await?;
-            if last_status.elapsed() >= Duration::from_secs(1) {
-                derivers.write_status(&ls.record)?;
-                last_status = std::time::Instant::now();
-            }
-            if step.events == 0 {
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-                    _ = loop_shared.appended.notified() => {}
-                    _ = stop_rx.changed() => {}
-                }
-            }
-        }
-        derivers.commit_all().await?;
-        derivers.finish().await;
-        derivers.write_status(&ls.record)?;
-        Ok::<(), EngineError>(())
+    let store = Store::open(&ls.layout.boundary_dir())?;
+    while store.follow(&ls.record)? > 0 {}
+    let (followed_tx, followed) = watch::channel(store.through()?);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (head, _) = watch::channel(ls.record.next_offset());
+    let (barriers, barrier_rx) = mpsc::channel(64);
+    let principals = Principals::new(config.principals.clone().unwrap_or_else(|| ls.layout.principals_file()));
+    let maintainers = derivers.maintainers();
+    let shared = Arc::new(Shared {
+        ls,
+        head,
+        stopping: stop_rx.clone(),
+        principals,
+        store,
+        followed,
+        barriers,
+        maintainers,
+        deciding: tokio::sync::Mutex::new(()),
+        config,
+        decisions_unsupported,
     });
 
-    let app = Router::new()
-        .route("/v1/events", post(post_events))
-        .route("/v1/tables", get(get_tables))
-        .route("/v1/tables/{table}/rows", get(get_rows))
-        .route("/v1/triggers/{trigger}/firings", get(get_firings))
-        .route("/v1/triggers/{trigger}/stream", get(stream_firings))
-        .with_state(Arc::clone(&shared));
+    let derive_loop = tokio::spawn(derive_loop(Arc::clone(&shared), derivers, barrier_rx, stop_rx.clone()));
+    let follower = tokio::spawn(follow_loop(Arc::clone(&shared), followed_tx, stop_rx.clone()));
+    let webhooks: Vec<_> = shared
+        .config
+        .webhooks
+        .iter()
+        .map(|(m, url)| tokio::spawn(webhook::deliver(Arc::clone(&shared), m.clone(), url.clone(), stop_rx.clone())))
+        .collect();
+
+    let app = router(Arc::clone(&shared));
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
@@ -127,137 +240,179 @@ pub async fn serve(
         })
         .await;
     let derived = derive_loop.await.map_err(|e| std::io::Error::other(e.to_string()))?;
+    let followed = follower.await.map_err(|e| std::io::Error::other(e.to_string()))?;
+    for w in webhooks {
+        let _ = w.await;
+    }
     served?;
     derived?;
+    followed?;
     Ok(())
 }
 
-async fn post_events(State(s): State<Arc<Shared>>, body: String) -> Result<Json<Value>, ApiError> {
+fn router(shared: Arc<Shared>) -> Router {
+    let max_body = shared.config.max_body_bytes;
+    Router::new()
+        .route("/v1/openapi.json", get(openapi::document))
+        .route("/v1/health", get(health))
+        .route("/v1/whoami", get(whoami))
+        .route("/v1/principals", get(principals))
+        .route("/v1/events", post(post_events))
+        .route("/v1/tables", get(reads::tables))
+        .route("/v1/tables/{table}/rows", get(reads::rows))
+        .route("/v1/reads", post(reads::consistent))
+        .route("/v1/triggers/{trigger}/firings", get(reads::firings))
+        .route("/v1/triggers/{trigger}/stream", get(reads::stream))
+        .route("/v1/proposals", post(proposals::create).get(proposals::list))
+        .route("/v1/proposals/{id}", get(proposals::get))
+        .route("/v1/proposals/{id}/decision", post(proposals::decide))
+        .route("/v1/proposals/{id}/audit", get(proposals::audit))
+        .route("/v1/outbox/{module}", get(proposals::outbox))
+        .route("/metrics", get(reads::metrics))
+        .fallback(|| async { ApiError::not_found("no such route (see /v1/openapi.json)") })
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(shared)
+}
+
+async fn derive_loop(
+    s: Arc<Shared>,
+    mut derivers: livestate_engine::Derivers,
+    mut barrier_rx: mpsc::Receiver<BarrierRequest>,
+    mut stop_rx: watch::Receiver<bool>,
+) -> Result<(), EngineError> {
+    let ls = &s.ls;
+    let mut head = s.head.subscribe();
+    let mut last_status = std::time::Instant::now();
+    let mut waiting: Option<BarrierRequest> = None;
+    loop {
+        if *stop_rx.borrow() {
+            break;
+        }
+        let step = derivers.step(&ls.record, &ls.spec).await?;
+        while let Some(req) = waiting.take().or_else(|| barrier_rx.try_recv().ok()) {
+            let answer = derivers.barrier(&ls.record, &ls.spec, &req.tables, req.target).await;
+            let _ = req.reply.send(answer.map_err(ApiError::from));
+        }
+        if last_status.elapsed() >= Duration::from_secs(1) {
+            derivers.write_status(&ls.record)?;
+            last_status = std::time::Instant::now();
+        }
+        if step.events == 0 {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                _ = head.changed() => {}
+                _ = stop_rx.changed() => {}
+                req = barrier_rx.recv() => waiting = req,
+            }
+        }
+    }
+    barrier_rx.close();
+    derivers.commit_all().await?;
+    derivers.finish().await;
+    derivers.write_status(&ls.record)?;
+    Ok(())
+}
+
+async fn follow_loop(
+    s: Arc<Shared>,
+    followed: watch::Sender<u64>,
+    mut stop_rx: watch::Receiver<bool>,
+) -> Result<(), ServerError> {
+    let mut head = s.head.subscribe();
+    loop {
+        let stopping = *stop_rx.borrow();
+        let shared = Arc::clone(&s);
+        let n = tokio::task::spawn_blocking(move || shared.store.follow(&shared.ls.record))
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))??;
+        followed.send_replace(s.store.through()?);
+        if n == 0 {
+            if stopping {
+                return Ok(());
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                _ = head.changed() => {}
+                _ = stop_rx.changed() => {}
+            }
+        }
+    }
+}
+
+#[utoipa::path(get, path = "/v1/health", responses((status = 200, description = "The server is up")))]
+async fn health(State(s): State<Arc<Shared>>) -> Json<Value> {
+    Json(json!({"status": "ok", "record_next_offset": s.ls.record.next_offset()}))
+}
+
+#[utoipa::path(get, path = "/v1/whoami", security(("token" = [])),
+    responses((status = 200, description = "The caller's name and role"), (status = 401, description = "No valid token")))]
+async fn whoami(caller: Caller) -> Json<Value> {
+    let p = &caller.0;
+    let role = match &p.role {
+        auth::Role::Module(m) => json!({"kind": "module", "module": m}),
+        auth::Role::Agent(a) => json!({"kind": "agent", "agent": a}),
+        auth::Role::Person { name, scopes } => json!({"kind": "person", "person": name, "scopes": scopes}),
+        auth::Role::Admin => json!({"kind": "admin"}),
+    };
+    Json(json!({"name": p.name, "role": role}))
+}
+
+#[utoipa::path(get, path = "/v1/principals", security(("token" = [])),
+    responses((status = 200, description = "Every principal (names, roles and scopes; never tokens)"),
+        (status = 401, description = "No valid token"), (status = 403, description = "Not an administrator")))]
+async fn principals(State(s): State<Arc<Shared>>, caller: Caller) -> Result<Json<Value>, ApiError> {
+    caller.require(Permission::Manage)?;
+    let list: Vec<Value> = s
+        .principals
+        .names()
+        .into_iter()
+        .map(|e| json!({"name": e.name, "scopes": e.scopes, "created_at": e.created_at}))
+        .collect();
+    Ok(Json(json!({"principals": list})))
+}
+
+#[utoipa::path(post, path = "/v1/events", security(("token" = [])),
+    request_body(content = String, description = "One JSON event envelope per line", content_type = "application/x-ndjson"),
+    responses((status = 200, description = "Each line's offset (a re-sent id reports its original offset)"),
+        (status = 400, description = "A line is invalid; nothing was appended"),
+        (status = 403, description = "An event of a module the caller may not emit"),
+        (status = 409, description = "An id re-sent with different content"),
+        (status = 413, description = "Body too large")))]
+async fn post_events(State(s): State<Arc<Shared>>, caller: Caller, body: axum::body::Bytes) -> Result<Response, ApiError> {
+    let body = String::from_utf8(body.to_vec())
+        .map_err(|e| ApiError::bad_request(format!("the body is not UTF-8: {e}")))?;
+    // Every line's module must be the caller's to emit, before anything is checked or stored.
+    for (i, line) in body.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let Some(ty) = serde_json::from_str::<Value>(line)
+            .ok()
+            .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_string))
+        else {
+            continue; // the event check names what is wrong with the line
+        };
+        let module = s.ls.spec.events.get(&ty).map_or_else(
+            || ty.split_once('.').map_or(ty.clone(), |(m, _)| m.to_string()),
+            |e| e.module.clone(),
+        );
+        if module == auth::DECISIONS_MODULE {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!("line {}: `{ty}` events are written by the server from proposals and decisions; use /v1/proposals", i + 1),
+            ));
+        }
+        caller.require(Permission::Emit(module))?;
+    }
     let shared = Arc::clone(&s);
     let report = tokio::task::spawn_blocking(move || shared.ls.emit(&body, false).map_err(ApiError::from))
         .await
-        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
-    s.appended.notify_one();
+        .map_err(ApiError::internal)??;
+    s.appended();
     let appended: Vec<Value> = report
         .appended
         .iter()
         .map(|(line, a)| json!({"line": line, "offset": a.offset, "duplicate": a.duplicate}))
         .collect();
-    Ok(Json(json!({ "appended": appended })))
-}
-
-async fn get_tables(State(s): State<Arc<Shared>>) -> Result<Json<Value>, ApiError> {
-    let infos = livestate_engine::read::tables(&s.ls.catalog, &s.ls.spec, &s.ls.lag_source()).await?;
-    Ok(Json(
-        serde_json::to_value(infos)
-            .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?,
-    ))
-}
-
-async fn get_rows(
-    State(s): State<Arc<Shared>>,
-    UrlPath(table): UrlPath<String>,
-    Query(params): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
-    let mut at = At::Latest;
-    let mut keys = Vec::new();
-    for (k, v) in params {
-        match k.as_str() {
-            "snapshot" => {
-                let id = v.parse().map_err(|_| {
-                    ApiError(StatusCode::BAD_REQUEST, format!("snapshot `{v}` is not a number"))
-                })?;
-                at = At::Snapshot(id);
-            }
-            "tag" => at = At::Tag(v),
-            _ => keys.push((k, v)),
-        }
-    }
-    let req = ReadRequest { table, keys, at };
-    let rows =
-        livestate_engine::read::read(&s.ls.catalog, &s.ls.spec, &req, &s.ls.lag_source(), Some(&s.ls.index))
-            .await?;
-    Ok(Json(json!({"receipt": rows.receipt, "columns": rows.columns, "rows": rows.json_rows()})))
-}
-
-async fn get_firings(
-    State(s): State<Arc<Shared>>,
-    UrlPath(trigger): UrlPath<String>,
-    Query(params): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
-    let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
-    if !s.ls.spec.triggers.contains_key(&trigger) {
-        let known = s.ls.spec.triggers.keys().cloned().collect();
-        return Err(EngineError::UnknownTrigger { name: trigger, known }.into());
-    }
-    let consumer = param("consumer")
-        .filter(|c| !c.trim().is_empty())
-        .ok_or_else(|| ApiError(StatusCode::BAD_REQUEST, "query parameter `consumer` is required".into()))?;
-    let limit = match param("limit") {
-        None => 1000,
-        Some(l) => l
-            .parse()
-            .map_err(|_| ApiError(StatusCode::BAD_REQUEST, format!("limit `{l}` is not a number")))?,
-    };
-    let ack = param("ack") != Some("false");
-    let firings = s.ls.index.pending(&trigger, consumer, limit)?;
-    if ack {
-        if let Some(last) = firings.last() {
-            s.ls.index.ack(&trigger, consumer, last.seq)?;
-        }
-    }
-    Ok(Json(json!({ "firings": firings })))
-}
-
-/// How often a stream looks for new firings.
-const STREAM_POLL: Duration = Duration::from_millis(50);
-
-async fn stream_firings(
-    State(s): State<Arc<Shared>>,
-    UrlPath(trigger): UrlPath<String>,
-    Query(params): Query<Vec<(String, String)>>,
-) -> Result<Response, ApiError> {
-    if !s.ls.spec.triggers.contains_key(&trigger) {
-        let known = s.ls.spec.triggers.keys().cloned().collect();
-        return Err(EngineError::UnknownTrigger { name: trigger, known }.into());
-    }
-    let consumer = params
-        .iter()
-        .find(|(k, v)| k == "consumer" && !v.trim().is_empty())
-        .map(|(_, v)| v.clone())
-        .ok_or_else(|| ApiError(StatusCode::BAD_REQUEST, "query parameter `consumer` is required".into()))?;
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, std::convert::Infallible>>(64);
-    let mut stopping = s.stopping.clone();
-    tokio::spawn(async move {
-        loop {
-            if *stopping.borrow() {
-                return;
-            }
-            let batch = match s.ls.index.pending(&trigger, &consumer, 256) {
-                Ok(b) => b,
-                Err(e) => {
-                    let _ = tx.send(Ok(Event::default().event("error").data(e.to_string()))).await;
-                    return;
-                }
-            };
-            for f in &batch {
-                let data = serde_json::to_string(f).expect("firings encode");
-                let event = Event::default().event("firing").id(f.seq.to_string()).data(data);
-                // Handed to the connection: acknowledged. A closed connection stops here, and the
-                // firing stays pending for the consumer's next connection.
-                if tx.send(Ok(event)).await.is_err() || s.ls.index.ack(&trigger, &consumer, f.seq).is_err() {
-                    return;
-                }
-            }
-            if batch.is_empty() {
-                tokio::select! {
-                    _ = tokio::time::sleep(STREAM_POLL) => {}
-                    _ = tx.closed() => return,
-                    _ = stopping.changed() => return,
-                }
-            }
-        }
-    });
-    let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) });
-    Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
+    Ok(Json(json!({ "appended": appended })).into_response())
 }

@@ -1,0 +1,242 @@
+//! A client for the livestate HTTP API, for agents, modules, people's tools and tests: it
+//! does exactly what an outside caller can do with its token, nothing more.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), livestate_client::ClientError> {
+//! let agent = livestate_client::Client::new("http://127.0.0.1:7070", "lst_...")?;
+//! let stock = agent.rows("stock", &[("item", "part-0001")]).await?;
+//! println!("snapshot {} at offset {}", stock["receipt"]["snapshot_id"], stock["receipt"]["offset"]);
+//! # Ok(()) }
+//! ```
+//!
+//! Answers are the API's JSON (see `GET /v1/openapi.json`); errors carry the status and the
+//! server's message.
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server answered with an error status and this message.
+    #[error("{status}: {message}")]
+    Api { status: StatusCode, message: String },
+    /// The server could not be reached, or its answer not read.
+    #[error("calling livestate at {url}: {source}")]
+    Transport {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The base URL is not usable.
+    #[error("base URL `{0}`: expected http://host:port")]
+    BadUrl(String),
+}
+
+impl ClientError {
+    /// The HTTP status, for API errors.
+    pub fn status(&self) -> Option<StatusCode> {
+        match self {
+            ClientError::Api { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// An authenticated client. Cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    base: String,
+    token: String,
+    http: reqwest::Client,
+}
+
+/// Percent-encodes a query or path component.
+fn enc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+impl Client {
+    /// A client of the server at `base` (e.g. `http://127.0.0.1:7070`) acting with `token`.
+    ///
+    /// # Errors
+    /// [`ClientError::BadUrl`] when `base` is not an http(s) URL.
+    pub fn new(base: &str, token: &str) -> Result<Client, ClientError> {
+        let base = base.trim_end_matches('/').to_string();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ClientError::BadUrl(base));
+        }
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .map_err(|source| ClientError::Transport { url: base.clone(), source })?;
+        Ok(Client { base, token: token.to_string(), http })
+    }
+
+    /// The same server with another token.
+    pub fn with_token(&self, token: &str) -> Client {
+        Client { token: token.to_string(), ..self.clone() }
+    }
+
+    async fn call(&self, method: Method, path: &str, body: Option<Body<'_>>) -> Result<Value, ClientError> {
+        let url = format!("{}{path}", self.base);
+        let mut req = self.http.request(method, &url).bearer_auth(&self.token);
+        req = match body {
+            Some(Body::Json(v)) => req.json(v),
+            Some(Body::Lines(t)) => req.header("Content-Type", "application/x-ndjson").body(t.to_string()),
+            None => req,
+        };
+        let transport = |source| ClientError::Transport { url: url.clone(), source };
+        let resp = req.send().await.map_err(transport)?;
+        let status = resp.status();
+        let text = resp.text().await.map_err(transport)?;
+        let value = serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text.clone()));
+        if !status.is_success() {
+            let message = value.get("error").and_then(Value::as_str).map_or(text, str::to_string);
+            return Err(ClientError::Api { status, message });
+        }
+        Ok(value)
+    }
+
+    async fn get(&self, path: &str) -> Result<Value, ClientError> {
+        self.call(Method::GET, path, None).await
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
+        self.call(Method::POST, path, Some(Body::Json(body))).await
+    }
+
+    /// `GET /v1/whoami`: the caller's name and role.
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn whoami(&self) -> Result<Value, ClientError> {
+        self.get("/v1/whoami").await
+    }
+
+    /// `POST /v1/events`: appends JSON-lines events; each line's offset.
+    ///
+    /// # Errors
+    /// [`ClientError`] (400 names every bad line; nothing was appended then).
+    pub async fn emit(&self, lines: &str) -> Result<Value, ClientError> {
+        self.call(Method::POST, "/v1/events", Some(Body::Lines(lines))).await
+    }
+
+    /// `GET /v1/tables`: every table's receipt, budget and health.
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn tables(&self) -> Result<Value, ClientError> {
+        self.get("/v1/tables").await
+    }
+
+    /// `GET /v1/tables/{table}/rows` with `column=value` filters (and `where`, `limit`,
+    /// `snapshot`, `tag` as parameters of the same form).
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn rows(&self, table: &str, params: &[(&str, &str)]) -> Result<Value, ClientError> {
+        let query: Vec<String> = params.iter().map(|(k, v)| format!("{}={}", enc(k), enc(v))).collect();
+        self.get(&format!("/v1/tables/{}/rows?{}", enc(table), query.join("&"))).await
+    }
+
+    /// `POST /v1/reads`: several tables as of one record offset. Each entry is
+    /// `{"table", "keys"?, "where"?, "limit"?}`.
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn consistent_read(&self, tables: &[Value]) -> Result<Value, ClientError> {
+        self.post("/v1/reads", &json!({"tables": tables})).await
+    }
+
+    /// `GET /v1/triggers/{trigger}/firings`: firings after the caller's cursor (moved unless
+    /// `ack` is false).
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn firings(&self, trigger: &str, consumer: Option<&str>, ack: bool) -> Result<Value, ClientError> {
+        let mut q = format!("ack={ack}");
+        if let Some(c) = consumer {
+            q.push_str(&format!("&consumer={}", enc(c)));
+        }
+        self.get(&format!("/v1/triggers/{}/firings?{q}", enc(trigger))).await
+    }
+
+    /// `POST /v1/proposals`.
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn propose(&self, proposal: &Value) -> Result<Value, ClientError> {
+        self.post("/v1/proposals", proposal).await
+    }
+
+    /// `GET /v1/proposals[?status=]`, newest first.
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn proposals(&self, status: Option<&str>) -> Result<Value, ClientError> {
+        match status {
+            Some(s) => self.get(&format!("/v1/proposals?status={}", enc(s))).await,
+            None => self.get("/v1/proposals").await,
+        }
+    }
+
+    /// `GET /v1/proposals/{id}`.
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn proposal(&self, id: &str) -> Result<Value, ClientError> {
+        self.get(&format!("/v1/proposals/{}", enc(id))).await
+    }
+
+    /// `POST /v1/proposals/{id}/decision`.
+    ///
+    /// # Errors
+    /// [`ClientError`] (409 when already decided).
+    pub async fn decide(&self, id: &str, approve: bool, reason: &str) -> Result<Value, ClientError> {
+        let decision = if approve { "approve" } else { "reject" };
+        self.post(&format!("/v1/proposals/{}/decision", enc(id)), &json!({"decision": decision, "reason": reason}))
+            .await
+    }
+
+    /// `GET /v1/proposals/{id}/audit`.
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn audit(&self, id: &str) -> Result<Value, ClientError> {
+        self.get(&format!("/v1/proposals/{}/audit", enc(id))).await
+    }
+
+    /// `GET /v1/outbox/{module}?after=`.
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn outbox(&self, module: &str, after: u64) -> Result<Value, ClientError> {
+        self.get(&format!("/v1/outbox/{}?after={after}", enc(module))).await
+    }
+
+    /// `GET /metrics` (Prometheus text).
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn metrics(&self) -> Result<String, ClientError> {
+        match self.get("/metrics").await? {
+            Value::String(s) => Ok(s),
+            other => Ok(other.to_string()),
+        }
+    }
+}
+
+enum Body<'a> {
+    Json(&'a Value),
+    Lines(&'a str),
+}

@@ -1,0 +1,571 @@
+//! Proposals, decisions, outboxes and audits: the only things an agent or a person writes.
+//!
+//! A proposal cites the snapshots it read; the server checks each exists and that every cited
+//! row is what that snapshot holds, pins each with a tag named after the proposal, and records
+//! a `decisions.proposal_created` event carrying the whole proposal. A decision records
+//! `decisions.proposal_decided`; an approval lands in the module's outbox. Both are checked and
+//! recorded one at a time, and each answer waits until the proposal store has applied the
+//! event, so a second decision always sees the first.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use livestate_engine::At;
+use livestate_spec::{CompanySpec, Event, EventEnvelope, ValueType};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use crate::auth::{Permission, DECISIONS_MODULE};
+use crate::error::{parse_body, ApiError};
+use crate::reads::{key_text, read_rows};
+use crate::store::{ProposalEntry, PROPOSAL_CREATED, PROPOSAL_DECIDED};
+use crate::{Caller, Shared};
+
+/// The fields the two decisions events must declare (all strings; `reason` may be optional).
+const CREATED_FIELDS: [&str; 7] = ["proposal_id", "kind", "agent", "module", "summary", "risk_level", "document"];
+const DECIDED_FIELDS: [&str; 9] =
+    ["proposal_id", "kind", "agent", "module", "summary", "risk_level", "decision", "decided_by", "reason"];
+
+/// Checks that `spec` declares the decisions events proposals need.
+///
+/// # Errors
+/// A message naming the missing event type or field.
+pub(crate) fn check_spec(spec: &CompanySpec) -> Result<(), String> {
+    for (ty, fields) in [(PROPOSAL_CREATED, &CREATED_FIELDS[..]), (PROPOSAL_DECIDED, &DECIDED_FIELDS[..])] {
+        let Some(ev) = spec.events.get(ty) else {
+            return Err(format!("the spec declares no `{ty}` event type (see examples/company/events.toml)"));
+        };
+        for f in fields {
+            match ev.fields.get(*f) {
+                Some(fs) if fs.ty == ValueType::String => {}
+                _ => return Err(format!("event type `{ty}` needs a string field `{f}`")),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A cited source: a snapshot of a table the agent read, and the keys or rows it used.
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Source {
+    pub table: String,
+    /// The receipt's snapshot.
+    pub snapshot_id: i64,
+    /// The receipt's record offset.
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// `column: value` filters the agent read by.
+    #[serde(default)]
+    #[schema(value_type = Vec<Object>)]
+    pub keys: Vec<Map<String, Value>>,
+    /// Rows (or some of their columns, key columns included) the agent used: each must be what
+    /// the snapshot holds.
+    #[serde(default)]
+    #[schema(value_type = Vec<Object>)]
+    pub rows: Vec<Map<String, Value>>,
+    /// Set by the server: the tag that pins the snapshot.
+    #[serde(default, skip_deserializing)]
+    pub tag: Option<String>,
+}
+
+/// The rule an agent applied.
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    pub name: String,
+    pub version: String,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub parameters: Map<String, Value>,
+    /// The rule in words.
+    pub text: String,
+}
+
+/// How risky the agent judges the action.
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Risk {
+    /// `low`, `medium` or `high`.
+    pub level: String,
+    #[serde(default)]
+    pub reasons: Vec<String>,
+}
+
+/// What an agent proposes.
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewProposal {
+    /// What kind of action, e.g. `replenishment_order`.
+    pub kind: String,
+    /// The module that carries the action out once approved.
+    pub module: String,
+    /// One line for the inbox.
+    pub summary: String,
+    /// The drafted action.
+    #[schema(value_type = Object)]
+    pub action: Map<String, Value>,
+    pub sources: Vec<Source>,
+    pub rule: Rule,
+    pub risk: Risk,
+    /// The same key from the same agent names the same proposal: a retried request makes
+    /// no second one.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// A person's decision.
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewDecision {
+    /// `approve` or `reject`.
+    pub decision: String,
+    pub reason: String,
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 64 && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn check_text(what: &str, s: &str, max: usize) -> Result<(), ApiError> {
+    if s.trim().is_empty() {
+        return Err(ApiError::bad_request(format!("`{what}` is empty")));
+    }
+    if s.chars().count() > max {
+        return Err(ApiError::bad_request(format!("`{what}` is longer than {max} characters")));
+    }
+    Ok(())
+}
+
+fn check_proposal(spec: &CompanySpec, p: &NewProposal) -> Result<(), ApiError> {
+    let bad = |m: String| ApiError::bad_request(m);
+    if !valid_name(&p.kind) {
+        return Err(bad(format!("kind `{}`: use 1-64 letters, digits or `_`", p.kind)));
+    }
+    if p.module == DECISIONS_MODULE || !spec.events.values().any(|e| e.module == p.module) {
+        let mut modules: Vec<&str> =
+            spec.events.values().map(|e| e.module.as_str()).filter(|m| *m != DECISIONS_MODULE).collect();
+        modules.dedup();
+        return Err(bad(format!("module `{}` is not a module of this company (modules: {})", p.module, modules.join(", "))));
+    }
+    check_text("summary", &p.summary, 300)?;
+    check_text("rule.name", &p.rule.name, 100)?;
+    check_text("rule.version", &p.rule.version, 40)?;
+    check_text("rule.text", &p.rule.text, 4000)?;
+    if !["low", "medium", "high"].contains(&p.risk.level.as_str()) {
+        return Err(bad(format!("risk.level `{}`: expected low, medium or high", p.risk.level)));
+    }
+    if p.risk.reasons.len() > 20 {
+        return Err(bad("risk.reasons: at most 20".into()));
+    }
+    for (i, r) in p.risk.reasons.iter().enumerate() {
+        check_text(&format!("risk.reasons[{i}]"), r, 500)?;
+    }
+    if p.sources.is_empty() || p.sources.len() > 50 {
+        return Err(bad("`sources` must cite 1 to 50 snapshots the proposal is based on".into()));
+    }
+    let cited: usize = p.sources.iter().map(|s| s.rows.len() + s.keys.len()).sum();
+    if cited > 500 {
+        return Err(bad("sources cite more than 500 keys and rows".into()));
+    }
+    if let Some(k) = &p.idempotency_key {
+        check_text("idempotency_key", k, 200)?;
+    }
+    Ok(())
+}
+
+/// The rows of `source.table` at `at` for the source's keys, or for the key columns of its
+/// cited rows.
+async fn rows_for(s: &Shared, source: &Source, at: At) -> Result<(Vec<Value>, livestate_engine::Receipt), ApiError> {
+    let ts = s.ls.spec.table(&source.table).expect("checked");
+    let mut lookups: Vec<Vec<(String, String)>> =
+        source.keys.iter().map(|k| k.iter().map(|(c, v)| (c.clone(), key_text(v))).collect()).collect();
+    for (j, row) in source.rows.iter().enumerate() {
+        let mut key = Vec::new();
+        for k in &ts.primary_key {
+            let v = row.get(k).ok_or_else(|| {
+                ApiError::bad_request(format!("sources: a cited row of `{}` (rows[{j}]) lacks key column `{k}`", ts.name))
+            })?;
+            key.push((k.clone(), key_text(v)));
+        }
+        lookups.push(key);
+    }
+    lookups.dedup();
+    let mut out = Vec::new();
+    let mut receipt = None;
+    for key in lookups {
+        let rows = read_rows(s, &source.table, key, None, None, at.clone()).await?;
+        for r in rows.json_rows() {
+            if !out.contains(&r) {
+                out.push(r);
+            }
+        }
+        receipt = Some(rows.receipt);
+    }
+    let receipt = match receipt {
+        Some(r) => r,
+        None => read_rows(s, &source.table, Vec::new(), None, Some(0), at).await?.receipt,
+    };
+    Ok((out, receipt))
+}
+
+/// Each cited row that no row in `found` matches on every cited column.
+fn unmatched(cited: &[Map<String, Value>], found: &[Value]) -> Vec<usize> {
+    cited
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| !found.iter().any(|f| c.iter().all(|(k, v)| f.get(k) == Some(v))))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+fn proposal_id(agent: &str, key: Option<&str>) -> String {
+    match key {
+        Some(k) => {
+            let h = crate::auth::hash_token(&format!("{agent}\u{0}{k}"));
+            format!("p{}", &h[..15])
+        }
+        None => {
+            let mut bytes = [0u8; 8];
+            getrandom::fill(&mut bytes).expect("the operating system provides randomness");
+            format!("p{}", &bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()[..15])
+        }
+    }
+}
+
+fn now_text() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Appends one server event (checked against the spec like any other) and waits until the
+/// proposal store has applied it. Returns its offset.
+async fn record(s: &Arc<Shared>, id: String, ty: &str, data: Map<String, Value>) -> Result<u64, ApiError> {
+    let env = EventEnvelope { id, event_type: ty.into(), occurred_at: now_text(), data, causation: None };
+    let line = serde_json::to_string(&env).map_err(ApiError::internal)?;
+    let shared = Arc::clone(s);
+    let report =
+        tokio::task::spawn_blocking(move || shared.ls.emit(&line, false)).await.map_err(ApiError::internal)??;
+    s.appended();
+    let offset = report.appended.first().map(|(_, a)| a.offset).ok_or_else(|| ApiError::internal("nothing appended"))?;
+    s.followed(offset).await?;
+    Ok(offset)
+}
+
+fn enabled(s: &Shared) -> Result<(), ApiError> {
+    match &s.decisions_unsupported {
+        None => Ok(()),
+        Some(why) => Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, format!("proposals are disabled: {why}"))),
+    }
+}
+
+#[utoipa::path(post, path = "/v1/proposals", security(("token" = [])), request_body = NewProposal,
+    responses((status = 201, description = "Recorded: id, offset and the tags pinning each cited snapshot"),
+        (status = 200, description = "The same idempotency key was used before: that proposal"),
+        (status = 400, description = "Malformed, or a cited snapshot or row that does not exist"),
+        (status = 403, description = "Only agents propose")))]
+pub(crate) async fn create(
+    State(s): State<Arc<Shared>>,
+    caller: Caller,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    caller.require(Permission::Propose)?;
+    enabled(&s)?;
+    let agent = caller.0.agent_name().expect("only agents propose").to_string();
+    let mut p: NewProposal = parse_body(&body)?;
+    check_proposal(&s.ls.spec, &p)?;
+    for (i, src) in p.sources.iter().enumerate() {
+        if s.ls.spec.table(&src.table).is_none() {
+            return Err(ApiError::bad_request(format!(
+                "sources[{i}].table: no table `{}` (tables: {})",
+                src.table,
+                s.ls.spec.tables.keys().cloned().collect::<Vec<_>>().join(", ")
+            )));
+        }
+    }
+    // Every cited snapshot exists and holds the cited rows.
+    for (i, src) in p.sources.iter().enumerate() {
+        let (found, _) = rows_for(&s, src, At::Snapshot(src.snapshot_id))
+            .await
+            .map_err(|e| ApiError::new(e.status, format!("sources[{i}]: {}", e.message)))?;
+        if let Some(j) = unmatched(&src.rows, &found).first() {
+            return Err(ApiError::bad_request(format!(
+                "sources[{i}].rows[{j}] is not what `{}` holds at snapshot {}",
+                src.table, src.snapshot_id
+            )));
+        }
+    }
+    let id = proposal_id(&agent, p.idempotency_key.as_deref());
+    let _one_at_a_time = s.deciding.lock().await;
+    if let Some(existing) = s.store.get(&id)? {
+        return Ok((StatusCode::OK, Json(json!({"id": id, "status": existing.status, "offset": existing.created_offset, "duplicate": true}))).into_response());
+    }
+    // Pin each cited snapshot (once per table and snapshot).
+    let mut pinned: Vec<(String, String)> = Vec::new();
+    let mut tags = Vec::new();
+    for i in 0..p.sources.len() {
+        let (table, snapshot) = (p.sources[i].table.clone(), p.sources[i].snapshot_id);
+        let tag = format!("proposal-{id}-s{snapshot}");
+        if !pinned.iter().any(|(t, g)| t == &table && g == &tag) {
+            let m = s.maintainers.get(&table).expect("every state table has a maintainer");
+            if let Err(e) = m.pin(&tag, snapshot, Some(&s.config.tag_retention)).await {
+                for (t, g) in &pinned {
+                    let _ = s.maintainers[t].delete_tag(g).await;
+                }
+                return Err(ApiError::bad_request(format!("sources[{i}]: {e}")));
+            }
+            pinned.push((table.clone(), tag.clone()));
+            tags.push(json!({"table": table, "snapshot_id": snapshot, "tag": tag}));
+        }
+        p.sources[i].tag = Some(tag);
+    }
+    let created_at = now_text();
+    let mut document = serde_json::to_value(&p).map_err(ApiError::internal)?;
+    let doc = document.as_object_mut().expect("a proposal is an object");
+    doc.remove("idempotency_key");
+    doc.insert("id".into(), json!(id));
+    doc.insert("agent".into(), json!(agent));
+    doc.insert("created_at".into(), json!(created_at));
+    let mut data = Map::new();
+    for (k, v) in [
+        ("proposal_id", id.clone()),
+        ("kind", p.kind.clone()),
+        ("agent", agent.clone()),
+        ("module", p.module.clone()),
+        ("summary", p.summary.clone()),
+        ("risk_level", p.risk.level.clone()),
+        ("document", document.to_string()),
+    ] {
+        data.insert(k.into(), Value::String(v));
+    }
+    let offset = match record(&s, format!("decisions/created/{id}"), PROPOSAL_CREATED, data).await {
+        Ok(o) => o,
+        Err(e) => {
+            for (t, g) in &pinned {
+                let _ = s.maintainers[t].delete_tag(g).await;
+            }
+            return Err(e);
+        }
+    };
+    Ok((StatusCode::CREATED, Json(json!({"id": id, "status": "pending", "offset": offset, "tags": tags}))).into_response())
+}
+
+/// The proposal's whole document, from its creating event in the record.
+fn document(s: &Shared, p: &ProposalEntry) -> Result<Value, ApiError> {
+    let ev = s.ls.record.get(p.created_offset)?.ok_or_else(|| ApiError::internal("the proposal's event is missing from the record"))?;
+    let text = ev.data.get("document").and_then(Value::as_str).unwrap_or("{}");
+    serde_json::from_str(text).map_err(|e| ApiError::internal(format!("proposal document: {e}")))
+}
+
+fn find(s: &Shared, id: &str) -> Result<ProposalEntry, ApiError> {
+    s.store.get(id)?.ok_or_else(|| ApiError::not_found(format!("no proposal `{id}`")))
+}
+
+#[utoipa::path(get, path = "/v1/proposals", security(("token" = [])),
+    params(("status" = Option<String>, Query, description = "pending, approved or rejected"), ("limit" = Option<usize>, Query)),
+    responses((status = 200, description = "Proposals, newest first", body = [ProposalEntry])))]
+pub(crate) async fn list(
+    State(s): State<Arc<Shared>>,
+    caller: Caller,
+    Query(params): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(Permission::Read)?;
+    let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let status = param("status");
+    if let Some(st) = status {
+        if !["pending", "approved", "rejected"].contains(&st) {
+            return Err(ApiError::bad_request(format!("status `{st}`: expected pending, approved or rejected")));
+        }
+    }
+    let limit = match param("limit") {
+        None => 100,
+        Some(l) => l.parse().map_err(|_| ApiError::bad_request(format!("limit `{l}` is not a whole number")))?,
+    };
+    Ok(Json(json!({"proposals": s.store.list(status, limit)?})))
+}
+
+#[utoipa::path(get, path = "/v1/proposals/{id}", security(("token" = [])), params(("id" = String, Path)),
+    responses((status = 200, description = "Status, decision and the whole proposal document"), (status = 404, description = "Unknown proposal")))]
+pub(crate) async fn get(
+    State(s): State<Arc<Shared>>,
+    caller: Caller,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(Permission::Read)?;
+    let p = find(&s, &id)?;
+    let doc = document(&s, &p)?;
+    Ok(Json(json!({"proposal": p, "document": doc})))
+}
+
+#[utoipa::path(post, path = "/v1/proposals/{id}/decision", security(("token" = [])), params(("id" = String, Path)),
+    request_body = NewDecision,
+    responses((status = 200, description = "Recorded"), (status = 403, description = "Not a person deciding for this module"),
+        (status = 404, description = "Unknown proposal"), (status = 409, description = "Already decided")))]
+pub(crate) async fn decide(
+    State(s): State<Arc<Shared>>,
+    caller: Caller,
+    UrlPath(id): UrlPath<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(Permission::Read)?;
+    enabled(&s)?;
+    let d: NewDecision = parse_body(&body)?;
+    let decision = match d.decision.as_str() {
+        "approve" => "approved",
+        "reject" => "rejected",
+        other => return Err(ApiError::bad_request(format!("decision `{other}`: expected approve or reject"))),
+    };
+    check_text("reason", &d.reason, 2000)?;
+    let _one_at_a_time = s.deciding.lock().await;
+    let p = find(&s, &id)?;
+    caller.require(Permission::Decide(p.module.clone()))?;
+    if let Some(prev) = &p.decision {
+        return Err(ApiError::conflict(format!(
+            "proposal `{id}` was already {} by {} at {}",
+            prev.decision, prev.decided_by, prev.decided_at
+        )));
+    }
+    let mut data = Map::new();
+    for (k, v) in [
+        ("proposal_id", p.id.clone()),
+        ("kind", p.kind.clone()),
+        ("agent", p.agent.clone()),
+        ("module", p.module.clone()),
+        ("summary", p.summary.clone()),
+        ("risk_level", p.risk_level.clone()),
+        ("decision", decision.to_string()),
+        ("decided_by", caller.0.name.clone()),
+        ("reason", d.reason.clone()),
+    ] {
+        data.insert(k.into(), Value::String(v));
+    }
+    let offset = record(&s, format!("decisions/decided/{id}"), PROPOSAL_DECIDED, data).await?;
+    Ok(Json(json!({"id": id, "status": decision, "decided_by": caller.0.name, "offset": offset})))
+}
+
+#[utoipa::path(get, path = "/v1/outbox/{module}", security(("token" = [])),
+    params(("module" = String, Path), ("after" = Option<u64>, Query, description = "The last cursor handled (0 for the start)"), ("limit" = Option<usize>, Query)),
+    responses((status = 200, description = "Approved proposals for the module after the cursor, oldest first"), (status = 403, description = "Not this module (or an administrator)")))]
+pub(crate) async fn outbox(
+    State(s): State<Arc<Shared>>,
+    caller: Caller,
+    UrlPath(module): UrlPath<String>,
+    Query(params): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(Permission::Outbox(module.clone()))?;
+    let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let number = |name: &str, default: u64| -> Result<u64, ApiError> {
+        param(name).map_or(Ok(default), |v| {
+            v.parse().map_err(|_| ApiError::bad_request(format!("{name} `{v}` is not a whole number")))
+        })
+    };
+    let items = s.store.outbox(&module, number("after", 0)?, number("limit", 100)? as usize)?;
+    let next = items.last().map_or(number("after", 0)?, |i| i.cursor);
+    Ok(Json(json!({"module": module, "items": items, "next_after": next})))
+}
+
+#[utoipa::path(get, path = "/v1/proposals/{id}/audit", security(("token" = [])), params(("id" = String, Path)),
+    responses((status = 200, description = "The proposal, its evidence read back from the pinned tags, the decision, the events it caused and the state after them"),
+        (status = 404, description = "Unknown proposal")))]
+pub(crate) async fn audit(
+    State(s): State<Arc<Shared>>,
+    caller: Caller,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(Permission::Read)?;
+    let p = find(&s, &id)?;
+    let doc = document(&s, &p)?;
+    let sources: Vec<Source> = serde_json::from_value::<Vec<Value>>(doc.get("sources").cloned().unwrap_or(json!([])))
+        .map_err(ApiError::internal)?
+        .into_iter()
+        .map(|v| {
+            let tag = v.get("tag").and_then(Value::as_str).map(str::to_string);
+            let mut v = v;
+            v.as_object_mut().map(|o| o.remove("tag"));
+            serde_json::from_value::<Source>(v).map(|mut src| {
+                src.tag = tag;
+                src
+            })
+        })
+        .collect::<Result<_, _>>()
+        .map_err(ApiError::internal)?;
+    let mut evidence = Vec::new();
+    let mut followed_keys: BTreeSet<(String, String)> = BTreeSet::new();
+    for src in &sources {
+        let tag = src.tag.clone().unwrap_or_default();
+        let (rows, receipt) = rows_for(&s, src, At::Tag(tag.clone())).await?;
+        let missing = unmatched(&src.rows, &rows);
+        evidence.push(json!({
+            "table": src.table,
+            "tag": tag,
+            "snapshot_id": src.snapshot_id,
+            "cited_offset": src.offset,
+            "keys": src.keys,
+            "cited_rows": src.rows,
+            "rows_at_tag": rows,
+            "receipt_at_tag": receipt,
+            "cited_rows_identical": missing.is_empty(),
+        }));
+        let ts = s.ls.spec.table(&src.table).expect("a cited table exists");
+        for r in &rows {
+            let key: Map<String, Value> =
+                ts.primary_key.iter().map(|k| (k.clone(), r.get(k).cloned().unwrap_or(Value::Null))).collect();
+            followed_keys.insert((src.table.clone(), Value::Object(key).to_string()));
+        }
+    }
+    let mut caused = Vec::new();
+    for offset in s.store.caused(&id)? {
+        let Some(ev) = s.ls.record.get(offset)? else { continue };
+        for (table, key) in touched_keys(&s, &ev) {
+            followed_keys.insert((table, key));
+        }
+        caused.push(json!({"offset": ev.offset, "id": ev.id, "type": ev.event_type, "occurred_at": ev.occurred_at, "causation": ev.causation, "data": ev.data}));
+    }
+    let mut state_after = Vec::new();
+    for (table, key) in followed_keys {
+        let keys: Map<String, Value> = serde_json::from_str(&key).map_err(ApiError::internal)?;
+        let filters = keys.iter().map(|(k, v)| (k.clone(), key_text(v))).collect();
+        let rows = read_rows(&s, &table, filters, None, None, At::Latest).await?;
+        state_after.push(json!({"table": table, "key": keys, "rows": rows.json_rows(), "receipt": rows.receipt}));
+    }
+    Ok(Json(json!({
+        "proposal": doc,
+        "status": p.status,
+        "created_offset": p.created_offset,
+        "evidence": evidence,
+        "decision": p.decision,
+        "caused_events": caused,
+        "state_after": state_after,
+    })))
+}
+
+/// The (table, key) pairs an event's mappings write.
+fn touched_keys(s: &Shared, ev: &livestate_record::RecordedEvent) -> Vec<(String, String)> {
+    let env = EventEnvelope {
+        id: ev.id.clone(),
+        event_type: ev.event_type.clone(),
+        occurred_at: ev.occurred_at.clone(),
+        data: ev.data.clone(),
+        causation: ev.causation.clone(),
+    };
+    let Ok(event) = Event::decode(env, &s.ls.spec) else { return Vec::new() };
+    let index = &s.ls.index;
+    let fetch = |table: &str, key: &[livestate_spec::Value]| {
+        index.get(table, &livestate_engine::index::key_bytes(key.iter())).ok().flatten()
+    };
+    let Ok(ops) = event.row_ops_with(&s.ls.spec, ev.offset, &fetch) else { return Vec::new() };
+    ops.into_iter()
+        .filter_map(|op| {
+            let ts = s.ls.spec.table(&op.table)?;
+            let key: Map<String, Value> = ts
+                .primary_key
+                .iter()
+                .map(|k| (k.clone(), op.row[ts.columns.get_index_of(k).expect("key column")].to_json()))
+                .collect();
+            Some((op.table.clone(), Value::Object(key).to_string()))
+        })
+        .collect()
+}

@@ -1,0 +1,360 @@
+//! Reads: tables, rows with receipts, consistent multi-table reads, trigger firings and metrics.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::header;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use livestate_engine::read::{parse_where, read};
+use livestate_engine::{At, EngineError, ReadRequest, Rows};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::auth::Permission;
+use crate::error::{parse_body, ApiError};
+use crate::{Caller, Shared};
+
+/// Most rows one read returns unless it asks for fewer.
+pub(crate) const DEFAULT_LIMIT: usize = 10_000;
+
+/// Text form of a JSON key value, as a query string would carry it.
+pub(crate) fn key_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Reads `table` at `at` with `keys` filters, a `where` condition and a limit.
+pub(crate) async fn read_rows(
+    s: &Shared,
+    table: &str,
+    keys: Vec<(String, String)>,
+    condition: Option<&str>,
+    limit: Option<usize>,
+    at: At,
+) -> Result<Rows, ApiError> {
+    let ts = s.ls.spec.table(table).ok_or_else(|| EngineError::UnknownTable {
+        name: table.into(),
+        known: s.ls.spec.tables.keys().cloned().collect(),
+    })?;
+    let condition = condition.map(|c| parse_where(ts, c)).transpose()?;
+    let req = ReadRequest { table: table.to_string(), keys, at };
+    let mut rows = read(&s.ls.catalog, &s.ls.spec, &req, &s.ls.lag_source(), Some(&s.ls.index)).await?;
+    rows.select(condition.as_ref(), Some(limit.unwrap_or(DEFAULT_LIMIT)))?;
+    Ok(rows)
+}
+
+pub(crate) fn rows_json(rows: &Rows) -> Value {
+    json!({"receipt": rows.receipt, "columns": rows.columns, "rows": rows.json_rows()})
+}
+
+#[utoipa::path(get, path = "/v1/tables", security(("token" = [])),
+    responses((status = 200, description = "Every state table: merge engine, buckets, receipt (budget, lag, within budget), files, sorted runs, snapshots and tags"),
+        (status = 401, description = "No valid token"), (status = 403, description = "The caller may not read")))]
+pub(crate) async fn tables(State(s): State<Arc<Shared>>, caller: Caller) -> Result<Json<Value>, ApiError> {
+    caller.require(Permission::Read)?;
+    let infos = livestate_engine::read::tables(&s.ls.catalog, &s.ls.spec, &s.ls.lag_source()).await?;
+    Ok(Json(serde_json::to_value(infos).map_err(ApiError::internal)?))
+}
+
+fn parse_limit(v: &str) -> Result<usize, ApiError> {
+    v.parse().map_err(|_| ApiError::bad_request(format!("limit `{v}` is not a whole number")))
+}
+
+#[utoipa::path(get, path = "/v1/tables/{table}/rows", security(("token" = [])),
+    params(("table" = String, Path, description = "A state table"),
+        ("where" = Option<String>, Query, description = "A condition over the columns, e.g. `on_hand < 10 and location == 'north'`"),
+        ("limit" = Option<usize>, Query, description = "At most this many rows (default 10000)"),
+        ("snapshot" = Option<i64>, Query, description = "Read this snapshot instead of the latest"),
+        ("tag" = Option<String>, Query, description = "Read the snapshot this tag pins"),
+        ("column" = Option<String>, Query, description = "Any other parameter is a `column=value` filter")),
+    responses((status = 200, description = "Rows in key order, with a receipt"),
+        (status = 400, description = "A filter, condition, snapshot or tag that does not fit"),
+        (status = 404, description = "Unknown table")))]
+pub(crate) async fn rows(
+    State(s): State<Arc<Shared>>,
+    caller: Caller,
+    UrlPath(table): UrlPath<String>,
+    Query(params): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(Permission::Read)?;
+    let mut at = At::Latest;
+    let (mut keys, mut condition, mut limit) = (Vec::new(), None, None);
+    for (k, v) in params {
+        match k.as_str() {
+            "snapshot" => {
+                let id = v.parse().map_err(|_| ApiError::bad_request(format!("snapshot `{v}` is not a number")))?;
+                at = At::Snapshot(id);
+            }
+            "tag" => at = At::Tag(v),
+            "where" => condition = Some(v),
+            "limit" => limit = Some(parse_limit(&v)?),
+            _ => keys.push((k, v)),
+        }
+    }
+    let rows = read_rows(&s, &table, keys, condition.as_deref(), limit, at).await?;
+    Ok(Json(rows_json(&rows)))
+}
+
+/// One table of a consistent read.
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TableRead {
+    pub table: String,
+    /// `column: value` filters.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub keys: serde_json::Map<String, Value>,
+    /// A condition over the columns.
+    #[serde(default, rename = "where")]
+    pub condition: Option<String>,
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// A consistent read: every table as of one record offset.
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConsistentRead {
+    pub tables: Vec<TableRead>,
+}
+
+/// Most tables one consistent read may name.
+const MAX_READS: usize = 32;
+
+#[utoipa::path(post, path = "/v1/reads", security(("token" = [])), request_body = ConsistentRead,
+    responses((status = 200, description = "`offset` and, per table, rows and a receipt whose snapshot reflects exactly the events below `offset`"),
+        (status = 400, description = "Malformed request"), (status = 404, description = "Unknown table")))]
+pub(crate) async fn consistent(
+    State(s): State<Arc<Shared>>,
+    caller: Caller,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(Permission::Read)?;
+    let req: ConsistentRead = parse_body(&body)?;
+    if req.tables.is_empty() || req.tables.len() > MAX_READS {
+        return Err(ApiError::bad_request(format!("`tables` must name 1 to {MAX_READS} tables")));
+    }
+    for t in &req.tables {
+        if s.ls.spec.table(&t.table).is_none() {
+            return Err(EngineError::UnknownTable {
+                name: t.table.clone(),
+                known: s.ls.spec.tables.keys().cloned().collect(),
+            }
+            .into());
+        }
+    }
+    let mut names: Vec<String> = req.tables.iter().map(|t| t.table.clone()).collect();
+    names.sort();
+    names.dedup();
+    // Everything recorded before this request is in the read (read-your-writes).
+    let barrier = s.barrier(names, s.ls.record.next_offset()).await?;
+    let mut results = Vec::new();
+    for t in &req.tables {
+        let snapshot = barrier.snapshots.iter().find(|(n, _)| n == &t.table).and_then(|(_, id)| *id);
+        let keys = t.keys.iter().map(|(k, v)| (k.clone(), key_text(v))).collect();
+        let mut rows = match snapshot {
+            Some(id) => read_rows(&s, &t.table, keys, t.condition.as_deref(), t.limit, At::Snapshot(id)).await?,
+            // Never committed: empty as of any offset.
+            None => read_rows(&s, &t.table, keys, t.condition.as_deref(), t.limit, At::Latest).await?,
+        };
+        rows.receipt.offset = barrier.offset;
+        results.push(rows_json(&rows));
+    }
+    Ok(Json(json!({"offset": barrier.offset, "results": results})))
+}
+
+/// The consumer name a caller's cursor is kept under: its own name, or `name/consumer`.
+fn consumer_of(caller: &Caller, consumer: Option<&str>) -> Result<String, ApiError> {
+    match consumer.map(str::trim).filter(|c| !c.is_empty()) {
+        None => Ok(caller.0.name.clone()),
+        Some(c) if c.len() <= 64 && c.chars().all(|ch| ch.is_ascii_alphanumeric() || "_-.".contains(ch)) => {
+            Ok(format!("{}/{c}", caller.0.name))
+        }
+        Some(c) => Err(ApiError::bad_request(format!(
+            "consumer `{c}`: use 1-64 letters, digits, `_`, `-` or `.`"
+        ))),
+    }
+}
+
+fn known_trigger(s: &Shared, trigger: &str) -> Result<(), ApiError> {
+    if s.ls.spec.triggers.contains_key(trigger) {
+        return Ok(());
+    }
+    let known = s.ls.spec.triggers.keys().cloned().collect();
+    Err(EngineError::UnknownTrigger { name: trigger.into(), known }.into())
+}
+
+#[utoipa::path(get, path = "/v1/triggers/{trigger}/firings", security(("token" = [])),
+    params(("trigger" = String, Path), ("consumer" = Option<String>, Query, description = "A name for a separate cursor of the caller's"),
+        ("ack" = Option<bool>, Query, description = "`false` leaves the cursor where it is"), ("limit" = Option<usize>, Query)),
+    responses((status = 200, description = "Firings after the caller's cursor, oldest first"), (status = 404, description = "Unknown trigger")))]
+pub(crate) async fn firings(
+    State(s): State<Arc<Shared>>,
+    caller: Caller,
+    UrlPath(trigger): UrlPath<String>,
+    Query(params): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(Permission::Subscribe)?;
+    known_trigger(&s, &trigger)?;
+    let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let consumer = consumer_of(&caller, param("consumer"))?;
+    let limit = param("limit").map(parse_limit).transpose()?.unwrap_or(1000);
+    let ack = param("ack") != Some("false");
+    let firings = s.ls.index.pending(&trigger, &consumer, limit)?;
+    if ack {
+        if let Some(last) = firings.last() {
+            s.ls.index.ack(&trigger, &consumer, last.seq)?;
+        }
+    }
+    Ok(Json(json!({ "consumer": consumer, "firings": firings })))
+}
+
+/// How often a stream looks for new firings.
+const STREAM_POLL: Duration = Duration::from_millis(50);
+
+#[utoipa::path(get, path = "/v1/triggers/{trigger}/stream", security(("token" = [])),
+    params(("trigger" = String, Path), ("consumer" = Option<String>, Query)),
+    responses((status = 200, description = "Server-sent events `firing` (id = seq), each acknowledged once handed to the connection", content_type = "text/event-stream")))]
+pub(crate) async fn stream(
+    State(s): State<Arc<Shared>>,
+    caller: Caller,
+    UrlPath(trigger): UrlPath<String>,
+    Query(params): Query<Vec<(String, String)>>,
+) -> Result<Response, ApiError> {
+    caller.require(Permission::Subscribe)?;
+    known_trigger(&s, &trigger)?;
+    let consumer =
+        consumer_of(&caller, params.iter().find(|(k, _)| k == "consumer").map(|(_, v)| v.as_str()))?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, std::convert::Infallible>>(64);
+    let mut stopping = s.stopping.clone();
+    tokio::spawn(async move {
+        loop {
+            if *stopping.borrow() {
+                return;
+            }
+            let batch = match s.ls.index.pending(&trigger, &consumer, 256) {
+                Ok(b) => b,
+                Err(e) => {
+                    let _ = tx.send(Ok(Event::default().event("error").data(e.to_string()))).await;
+                    return;
+                }
+            };
+            for f in &batch {
+                let data = serde_json::to_string(f).expect("firings encode");
+                let event = Event::default().event("firing").id(f.seq.to_string()).data(data);
+                // Handed to the connection: acknowledged. A closed connection stops here, and the
+                // firing stays pending for the consumer's next connection.
+                if tx.send(Ok(event)).await.is_err() || s.ls.index.ack(&trigger, &consumer, f.seq).is_err() {
+                    return;
+                }
+            }
+            if batch.is_empty() {
+                tokio::select! {
+                    _ = tokio::time::sleep(STREAM_POLL) => {}
+                    _ = tx.closed() => return,
+                    _ = stopping.changed() => return,
+                }
+            }
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
+}
+
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+#[utoipa::path(get, path = "/metrics", security(("token" = [])),
+    responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
+pub(crate) async fn metrics(State(s): State<Arc<Shared>>, caller: Caller) -> Result<Response, ApiError> {
+    caller.require(Permission::Read)?;
+    let infos = livestate_engine::read::tables(&s.ls.catalog, &s.ls.spec, &s.ls.lag_source()).await?;
+    let now = chrono::Utc::now();
+    let mut out = String::new();
+    let mut family = |name: &str, help: &str, kind: &str, rows: Vec<(String, f64)>| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (labels, v) in rows {
+            let _ = writeln!(out, "{name}{labels} {v}");
+        }
+    };
+    let per_table = |f: &dyn Fn(&livestate_engine::TableInfo) -> Option<f64>| {
+        infos
+            .iter()
+            .filter_map(|i| f(i).map(|v| (format!("{{table=\"{}\"}}", label(&i.name)), v)))
+            .collect::<Vec<_>>()
+    };
+    family(
+        "livestate_table_freshness_budget_seconds",
+        "How stale the table may be (its freshness budget; for nightly tables, the time allowed right now).",
+        "gauge",
+        per_table(&|i| {
+            s.ls.spec.table(&i.name).map(|ts| ts.freshness.allowed_lag(now).as_secs_f64())
+        }),
+    );
+    family(
+        "livestate_table_lag_seconds",
+        "How long the oldest event not yet in the table's latest snapshot has waited.",
+        "gauge",
+        per_table(&|i| i.receipt.lag_ms.map(|l| l as f64 / 1000.0)),
+    );
+    family(
+        "livestate_table_within_budget",
+        "1 when the table's lag is within its freshness budget, 0 when over budget.",
+        "gauge",
+        per_table(&|i| i.receipt.within_budget.map(|w| if w { 1.0 } else { 0.0 })),
+    );
+    family(
+        "livestate_table_snapshot_id",
+        "The table's latest livestate snapshot.",
+        "gauge",
+        per_table(&|i| i.receipt.snapshot_id.map(|v| v as f64)),
+    );
+    family(
+        "livestate_table_offset",
+        "The record offset the table's latest snapshot reflects.",
+        "gauge",
+        per_table(&|i| Some(i.receipt.offset as f64)),
+    );
+    family(
+        "livestate_table_files",
+        "Data files in the table's latest snapshot.",
+        "gauge",
+        per_table(&|i| Some(i.health.buckets.iter().map(|b| b.files).sum::<usize>() as f64)),
+    );
+    family(
+        "livestate_table_max_sorted_runs",
+        "The most sorted runs in any bucket of the table.",
+        "gauge",
+        per_table(&|i| Some(i.health.buckets.iter().map(|b| b.sorted_runs).max().unwrap_or(0) as f64)),
+    );
+    family(
+        "livestate_table_tags",
+        "Tags on the table (each pins a snapshot, e.g. a proposal's evidence).",
+        "gauge",
+        per_table(&|i| Some(i.health.tags.len() as f64)),
+    );
+    family(
+        "livestate_record_next_offset",
+        "The offset the next recorded event gets (events recorded so far).",
+        "counter",
+        vec![(String::new(), s.ls.record.next_offset() as f64)],
+    );
+    let counts = s.store.counts()?;
+    family(
+        "livestate_proposals",
+        "Proposals by status.",
+        "gauge",
+        ["pending", "approved", "rejected"]
+            .iter()
+            .map(|st| (format!("{{status=\"{st}\"}}"), counts.get(*st).copied().unwrap_or(0) as f64))
+            .collect(),
+    );
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response())
+}

@@ -1,0 +1,340 @@
+//! The proposal store (`D/boundary/`): proposals, their decisions, each module's outbox and
+//! the events each proposal caused, derived from the record.
+//!
+//! The record is the truth: a proposal exists because a `decisions.proposal_created` event was
+//! recorded, a decision because a `decisions.proposal_decided` one was, and a module event
+//! belongs to a proposal because its `causation` names it. One follower reads the record in
+//! order and applies each batch together with the offset it reached (`meta/through`) in one
+//! atomic write, so after a crash it resumes exactly where the last batch ended and applies
+//! nothing twice. Format: `docs/formats/boundary.md`.
+
+use std::path::Path;
+
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use livestate_engine::RecordError;
+use livestate_record::{Record, RecordedEvent};
+use serde::{Deserialize, Serialize};
+
+/// Events read per follower batch.
+const FOLLOW_CHUNK: usize = 4096;
+
+pub const PROPOSAL_CREATED: &str = "decisions.proposal_created";
+pub const PROPOSAL_DECIDED: &str = "decisions.proposal_decided";
+
+/// Why the store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("proposal store: {0}")]
+    Store(String),
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    #[error("proposal store: event at offset {offset}: {message}")]
+    Event { offset: u64, message: String },
+}
+
+fn store_err(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Store(e.to_string())
+}
+
+/// A decision on a proposal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Decision {
+    /// `approved` or `rejected`.
+    pub decision: String,
+    pub decided_by: String,
+    pub decided_at: String,
+    pub reason: Option<String>,
+    /// Offset of the `decisions.proposal_decided` event.
+    pub offset: u64,
+}
+
+/// A proposal as the store keeps it (the full document stays in the record).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ProposalEntry {
+    pub id: String,
+    pub kind: String,
+    pub agent: String,
+    pub module: String,
+    pub summary: String,
+    pub risk_level: String,
+    /// `pending`, `approved` or `rejected`.
+    pub status: String,
+    pub created_at: String,
+    /// Offset of the `decisions.proposal_created` event.
+    pub created_offset: u64,
+    pub decision: Option<Decision>,
+}
+
+/// An approved proposal waiting in its module's outbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct OutboxItem {
+    /// The cursor: offset of the approving decision. Pass it as `after` to get what follows.
+    pub cursor: u64,
+    pub proposal_id: String,
+    pub kind: String,
+    pub module: String,
+    pub summary: String,
+    /// The drafted action, as the agent proposed it.
+    #[schema(value_type = Object)]
+    pub action: serde_json::Value,
+    pub decided_by: String,
+    pub decided_at: String,
+    pub reason: Option<String>,
+}
+
+/// The store.
+pub struct Store {
+    db: Database,
+    meta: Keyspace,
+    /// id → [`ProposalEntry`] JSON.
+    proposals: Keyspace,
+    /// created offset (8 bytes BE) → id: proposals newest first.
+    by_offset: Keyspace,
+    /// `module 0x00 cursor` → [`OutboxItem`] JSON.
+    outbox: Keyspace,
+    /// `id 0x00 offset` → event type: the events a proposal caused.
+    caused: Keyspace,
+    /// module → last cursor its webhook accepted.
+    delivered: Keyspace,
+}
+
+fn pair(a: &str, n: u64) -> Vec<u8> {
+    let mut k = a.as_bytes().to_vec();
+    k.push(0);
+    k.extend_from_slice(&n.to_be_bytes());
+    k
+}
+
+fn tail_u64(k: &[u8]) -> u64 {
+    u64::from_be_bytes(k[k.len() - 8..].try_into().expect("8-byte suffix"))
+}
+
+fn text(ev: &RecordedEvent, field: &str) -> Result<String, StoreError> {
+    match ev.data.get(field) {
+        Some(serde_json::Value::String(s)) => Ok(s.clone()),
+        _ => Err(StoreError::Event { offset: ev.offset, message: format!("field `{field}` is not a string") }),
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the store in `path`.
+    ///
+    /// # Errors
+    /// The store cannot be opened.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let db = Database::builder(path).open().map_err(store_err)?;
+        let ks = |name: &str| db.keyspace(name, KeyspaceCreateOptions::default).map_err(store_err);
+        Ok(Store {
+            meta: ks("meta")?,
+            proposals: ks("proposals")?,
+            by_offset: ks("by_offset")?,
+            outbox: ks("outbox")?,
+            caused: ks("caused")?,
+            delivered: ks("delivered")?,
+            db,
+        })
+    }
+
+    /// Every record offset below this has been applied.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn through(&self) -> Result<u64, StoreError> {
+        Ok(self.meta.get(b"through").map_err(store_err)?.map_or(0, |v| tail_u64(&v)))
+    }
+
+    /// Applies the record's next batch of events; returns how many were read.
+    ///
+    /// # Errors
+    /// Record or store errors, or a decisions event without its fields.
+    pub fn follow(&self, record: &Record) -> Result<usize, StoreError> {
+        let from = self.through()?;
+        let events = record.read(from, FOLLOW_CHUNK)?;
+        let Some(last) = events.last().map(|e| e.offset) else { return Ok(0) };
+        let mut batch = self.db.batch();
+        // Proposals changed in this batch, so a decision right after its creation sees it.
+        let mut touched: std::collections::HashMap<String, ProposalEntry> = Default::default();
+        for ev in &events {
+            match ev.event_type.as_str() {
+                PROPOSAL_CREATED => {
+                    let p = ProposalEntry {
+                        id: text(ev, "proposal_id")?,
+                        kind: text(ev, "kind")?,
+                        agent: text(ev, "agent")?,
+                        module: text(ev, "module")?,
+                        summary: text(ev, "summary")?,
+                        risk_level: text(ev, "risk_level")?,
+                        status: "pending".into(),
+                        created_at: ev.occurred_at.clone(),
+                        created_offset: ev.offset,
+                        decision: None,
+                    };
+                    if touched.contains_key(&p.id) || self.get(&p.id)?.is_some() {
+                        continue;
+                    }
+                    batch.insert(&self.by_offset, ev.offset.to_be_bytes(), p.id.as_bytes());
+                    touched.insert(p.id.clone(), p);
+                }
+                PROPOSAL_DECIDED => {
+                    let id = text(ev, "proposal_id")?;
+                    let Some(mut p) = touched.remove(&id).map_or_else(|| self.get(&id), |p| Ok(Some(p)))? else {
+                        tracing::warn!(offset = ev.offset, proposal = %id, "decision for an unknown proposal");
+                        continue;
+                    };
+                    if p.decision.is_some() {
+                        touched.insert(id, p);
+                        continue;
+                    }
+                    let decision = text(ev, "decision")?;
+                    let reason = match ev.data.get("reason") {
+                        Some(serde_json::Value::String(s)) => Some(s.clone()),
+                        _ => None,
+                    };
+                    let d = Decision {
+                        decision: decision.clone(),
+                        decided_by: text(ev, "decided_by")?,
+                        decided_at: ev.occurred_at.clone(),
+                        reason,
+                        offset: ev.offset,
+                    };
+                    p.status = decision.clone();
+                    if decision == "approved" {
+                        let action = self.action_of(record, p.created_offset)?;
+                        let item = OutboxItem {
+                            cursor: ev.offset,
+                            proposal_id: p.id.clone(),
+                            kind: p.kind.clone(),
+                            module: p.module.clone(),
+                            summary: p.summary.clone(),
+                            action,
+                            decided_by: d.decided_by.clone(),
+                            decided_at: d.decided_at.clone(),
+                            reason: d.reason.clone(),
+                        };
+                        batch.insert(
+                            &self.outbox,
+                            pair(&p.module, ev.offset),
+                            serde_json::to_vec(&item).expect("outbox items encode"),
+                        );
+                    }
+                    p.decision = Some(d);
+                    touched.insert(id, p);
+                }
+                _ => {}
+            }
+            if let Some(c) = &ev.causation {
+                if touched.contains_key(c) || self.proposals.contains_key(c.as_bytes()).map_err(store_err)? {
+                    batch.insert(&self.caused, pair(c, ev.offset), ev.event_type.as_bytes());
+                }
+            }
+        }
+        for (id, p) in &touched {
+            batch.insert(&self.proposals, id.as_bytes(), serde_json::to_vec(p).expect("proposals encode"));
+        }
+        batch.insert(&self.meta, b"through", (last + 1).to_be_bytes());
+        batch.commit().map_err(store_err)?;
+        self.db.persist(PersistMode::SyncAll).map_err(store_err)?;
+        Ok(events.len())
+    }
+
+    fn action_of(&self, record: &Record, created_offset: u64) -> Result<serde_json::Value, StoreError> {
+        let ev = record.get(created_offset)?.ok_or_else(|| StoreError::Event {
+            offset: created_offset,
+            message: "the proposal's creating event is missing".into(),
+        })?;
+        let doc: serde_json::Value = serde_json::from_str(&text(&ev, "document")?)
+            .map_err(|e| StoreError::Event { offset: created_offset, message: format!("document: {e}") })?;
+        Ok(doc.get("action").cloned().unwrap_or(serde_json::Value::Null))
+    }
+
+    /// The proposal `id`, if recorded.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn get(&self, id: &str) -> Result<Option<ProposalEntry>, StoreError> {
+        match self.proposals.get(id.as_bytes()).map_err(store_err)? {
+            None => Ok(None),
+            Some(v) => serde_json::from_slice(&v).map(Some).map_err(store_err),
+        }
+    }
+
+    /// Proposals newest first, optionally only those with `status`.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn list(&self, status: Option<&str>, limit: usize) -> Result<Vec<ProposalEntry>, StoreError> {
+        let mut out = Vec::new();
+        for kv in self.by_offset.iter().rev() {
+            if out.len() >= limit {
+                break;
+            }
+            let (_, id) = kv.into_inner().map_err(store_err)?;
+            let id = String::from_utf8_lossy(&id).to_string();
+            if let Some(p) = self.get(&id)? {
+                if status.is_none_or(|s| s == p.status) {
+                    out.push(p);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// How many proposals there are per status.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn counts(&self) -> Result<std::collections::BTreeMap<String, u64>, StoreError> {
+        let mut out = std::collections::BTreeMap::new();
+        for kv in self.proposals.iter() {
+            let (_, v) = kv.into_inner().map_err(store_err)?;
+            let p: ProposalEntry = serde_json::from_slice(&v).map_err(store_err)?;
+            *out.entry(p.status).or_insert(0) += 1;
+        }
+        Ok(out)
+    }
+
+    /// Up to `limit` items of `module`'s outbox after cursor `after`, oldest first.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn outbox(&self, module: &str, after: u64, limit: usize) -> Result<Vec<OutboxItem>, StoreError> {
+        let mut out = Vec::new();
+        let from = pair(module, after.saturating_add(1));
+        let to = pair(module, u64::MAX);
+        for kv in self.outbox.range(from..=to).take(limit) {
+            let (_, v) = kv.into_inner().map_err(store_err)?;
+            out.push(serde_json::from_slice(&v).map_err(store_err)?);
+        }
+        Ok(out)
+    }
+
+    /// Offsets of the events that name proposal `id` as their causation, in order.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn caused(&self, id: &str) -> Result<Vec<u64>, StoreError> {
+        let mut out = Vec::new();
+        for kv in self.caused.range(pair(id, 0)..=pair(id, u64::MAX)) {
+            let k = kv.key().map_err(store_err)?;
+            out.push(tail_u64(&k));
+        }
+        Ok(out)
+    }
+
+    /// The last cursor `module`'s webhook accepted (0 for none).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn delivered(&self, module: &str) -> Result<u64, StoreError> {
+        Ok(self.delivered.get(module.as_bytes()).map_err(store_err)?.map_or(0, |v| tail_u64(&v)))
+    }
+
+    /// Records that `module`'s webhook accepted everything up to `cursor`, durably.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn set_delivered(&self, module: &str, cursor: u64) -> Result<(), StoreError> {
+        self.delivered.insert(module.as_bytes(), cursor.to_be_bytes()).map_err(store_err)?;
+        self.db.persist(PersistMode::SyncAll).map_err(store_err)
+    }
+}
