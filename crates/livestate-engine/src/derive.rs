@@ -93,10 +93,18 @@ impl Derivers {
         // This process holds the write lock and no writer has written yet, so every file no
         // snapshot or tag references is left over from a crash: remove it now.
         let now = chrono::Utc::now().timestamp_millis();
-        for sink in tables.iter().map(|t| &t.sink).chain(std::iter::once(&archive)) {
-            let removed = sink.maintainer.remove_orphans(Duration::ZERO, now).await?;
+        // (Maintainers are cloned out: a sink is not `Sync`, so no borrow of one may live across
+        // an await in a future that must be `Send`.)
+        let maintainers: Vec<(String, livestate_lsm::Maintainer)> = tables
+            .iter()
+            .map(|t| &t.sink)
+            .chain(std::iter::once(&archive))
+            .map(|s| (s.name.clone(), s.maintainer.clone()))
+            .collect();
+        for (name, maintainer) in maintainers {
+            let removed = maintainer.remove_orphans(Duration::ZERO, now).await?;
             if removed.files > 0 {
-                tracing::info!(table = %sink.name, files = removed.files, "removed files left by an earlier crash");
+                tracing::info!(table = %name, files = removed.files, "removed files left by an earlier crash");
             }
         }
         let mut d =
@@ -218,7 +226,7 @@ impl Derivers {
         record: &Record,
         spec: &CompanySpec,
         commit_every: u64,
-        progress: &mut dyn FnMut(Progress),
+        progress: &mut (dyn FnMut(Progress) + Send),
     ) -> Result<DeriveReport, EngineError> {
         let head = record.next_offset();
         let start = self.position();

@@ -9,11 +9,16 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+/// An administrator's token: it may emit every module's events and read (agents' reads are
+/// covered in `boundary.rs`).
+static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 /// One HTTP/1.1 request; returns status and parsed JSON body.
 async fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) -> (u16, Value) {
+    let token = TOKEN.get().expect("token issued");
     let mut s = TcpStream::connect(addr).await.unwrap();
     let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     s.write_all(req.as_bytes()).await.unwrap();
@@ -51,6 +56,8 @@ async fn a_module_emits_a_reader_reads_and_a_consumer_gets_each_firing_once() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("d");
     drop(livestate_engine::Livestate::init(&dir, &spec(tmp.path())).await.unwrap());
+    let token = livestate_server::auth::add_principal(&dir.join("principals.toml"), "admin", &[]).unwrap();
+    TOKEN.set(token).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -127,7 +134,7 @@ async fn client(addr: std::net::SocketAddr, stop: tokio::sync::oneshot::Sender<(
     assert!(body["error"].as_str().unwrap().contains("unknown event type `inventory.nope`"), "{body}");
     let (status, body) = http(addr, "GET", "/v1/tables/stok/rows", "").await;
     assert_eq!(status, 404, "{body}");
-    let (status, _) = http(addr, "GET", "/v1/triggers/stock_below_reorder_point/firings", "").await;
+    let (status, _) = http(addr, "GET", "/v1/triggers/stock_below_reorder_point/firings?consumer=a/b", "").await;
     assert_eq!(status, 400);
     let (status, tables) = http(addr, "GET", "/v1/tables", "").await;
     assert_eq!(status, 200);
@@ -136,7 +143,7 @@ async fn client(addr: std::net::SocketAddr, stop: tokio::sync::oneshot::Sender<(
     // A streaming consumer gets the existing firing and a new one as it is committed.
     let mut sse = TcpStream::connect(addr).await.unwrap();
     sse.write_all(
-        b"GET /v1/triggers/stock_below_reorder_point/stream?consumer=watcher HTTP/1.1\r\nHost: x\r\n\r\n",
+        format!("GET /v1/triggers/stock_below_reorder_point/stream?consumer=watcher HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\r\n", TOKEN.get().unwrap()).as_bytes(),
     )
     .await
     .unwrap();
@@ -173,7 +180,7 @@ async fn client(addr: std::net::SocketAddr, stop: tokio::sync::oneshot::Sender<(
 
     // A stream still open when the server stops does not hold the shutdown up.
     let mut open = TcpStream::connect(addr).await.unwrap();
-    open.write_all(b"GET /v1/triggers/job_blocked/stream?consumer=late HTTP/1.1\r\nHost: x\r\n\r\n")
+    open.write_all(format!("GET /v1/triggers/job_blocked/stream?consumer=late HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\r\n", TOKEN.get().unwrap()).as_bytes())
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;

@@ -1,0 +1,245 @@
+//! The agent boundary end to end over real HTTP on loopback: modules emit, an agent reads with
+//! receipts and proposes, tags pin what it read, a person approves, the module pulls its
+//! outbox and emits with the proposal as causation, the state changes, and the audit shows the
+//! whole chain with the rows the agent saw, after the row changed, 100 more commits,
+//! compaction and expiry.
+
+mod common;
+
+use common::{caused, event, eventually, start};
+use serde_json::{json, Value};
+
+fn receipt_of<'a>(read: &'a Value, table: &str) -> &'a Value {
+    read["results"].as_array().unwrap().iter().find(|r| r["receipt"]["table"] == table).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proposal_goes_from_reading_to_decision_to_module_event_and_its_audit_keeps_what_the_agent_saw() {
+    let mut server = start().await;
+    let inventory = server.client("module:inventory");
+    let commerce = server.client("module:commerce");
+    let procurement = server.client("module:procurement");
+    let agent = server.client("agent:procurement");
+    let ana = server.client("person:ana");
+    let olaf = server.client("person:olaf");
+
+    // Modules emit: 50 on hand, 15 reserved, reorder point 40 → available 35 < 40.
+    inventory
+        .emit(&event("c1", "inventory.stock_counted", json!({"item": "bolt", "location": "north", "on_hand": 50})))
+        .await
+        .unwrap();
+    commerce
+        .emit(&event("r1", "commerce.reservation_changed", json!({"item": "bolt", "location": "north", "reserved": 15})))
+        .await
+        .unwrap();
+    procurement
+        .emit(
+            &(event("p1", "procurement.planning_set", json!({"item": "bolt", "location": "north", "reorder_point": 40, "target": 100}))
+                + &event("s1", "procurement.supplier_risk_assessed", json!({"supplier": "acme", "level": "low"}))),
+        )
+        .await
+        .unwrap();
+
+    // The agent is told of the shortage by the trigger.
+    let firing = eventually("the shortage to fire", || async {
+        let f = agent.firings("stock_below_reorder_point", None, true).await.unwrap();
+        f["firings"].as_array().unwrap().first().cloned()
+    })
+    .await;
+    assert_eq!(firing["key"], json!({"item": "bolt", "location": "north"}));
+
+    // One consistent read of the stock and the supplier's risk, with receipts.
+    let read = agent
+        .consistent_read(&[json!({"table": "stock", "keys": {"item": "bolt"}}), json!({"table": "supplier_risk"})])
+        .await
+        .unwrap();
+    let stock = receipt_of(&read, "stock");
+    let risk = receipt_of(&read, "supplier_risk");
+    assert_eq!(stock["receipt"]["offset"], read["offset"]);
+    assert_eq!(risk["receipt"]["offset"], read["offset"]);
+    let seen = stock["rows"][0].clone();
+    assert_eq!((seen["on_hand"].clone(), seen["reserved"].clone()), (json!(50), json!(15)));
+    let stock_snapshot = stock["receipt"]["snapshot_id"].as_i64().unwrap();
+
+    // The agent proposes, citing both receipts and the rows it used.
+    let proposal = json!({
+        "kind": "replenishment_order",
+        "module": "procurement",
+        "summary": "Order 65 bolts for north from acme",
+        "action": {"item": "bolt", "location": "north", "qty": 65, "supplier": "acme"},
+        "sources": [
+            {"table": "stock", "snapshot_id": stock_snapshot, "offset": stock["receipt"]["offset"], "keys": [{"item": "bolt"}], "rows": [seen]},
+            {"table": "supplier_risk", "snapshot_id": risk["receipt"]["snapshot_id"], "offset": risk["receipt"]["offset"], "rows": [risk["rows"][0]]}
+        ],
+        "rule": {"name": "order-up-to-target", "version": "1", "parameters": {"target": 100}, "text": "order target - (on_hand - reserved + inbound)"},
+        "risk": {"level": "low", "reasons": ["supplier risk low", "order value small"]}
+    });
+    let created = agent.propose(&proposal).await.unwrap();
+    let id = created["id"].as_str().unwrap().to_string();
+    let tags = created["tags"].as_array().unwrap();
+    assert_eq!(tags.len(), 2, "{created}");
+    let stock_tag = tags.iter().find(|t| t["table"] == "stock").unwrap()["tag"].as_str().unwrap().to_string();
+    assert!(stock_tag.contains(&id));
+
+    // The tag pins the snapshot the agent read.
+    let at_tag = agent.rows("stock", &[("tag", &stock_tag), ("item", "bolt")]).await.unwrap();
+    assert_eq!(at_tag["receipt"]["snapshot_id"], json!(stock_snapshot));
+    assert_eq!(at_tag["rows"][0]["on_hand"], json!(50));
+
+    // The approval inbox (budget 1 s) shows it pending.
+    eventually("the inbox to show the proposal", || async {
+        let inbox = ana.rows("approval_inbox", &[("proposal_id", &id)]).await.unwrap();
+        (inbox["rows"].as_array().unwrap().first().map(|r| r["status"].clone()) == Some(json!("pending"))).then_some(())
+    })
+    .await;
+    let pending = ana.proposals(Some("pending")).await.unwrap();
+    assert_eq!(pending["proposals"][0]["id"], json!(id));
+
+    // Only a person in scope decides, and only once.
+    let e = agent.decide(&id, true, "agents cannot decide").await.unwrap_err();
+    assert_eq!(e.status().unwrap().as_u16(), 403, "{e}");
+    let e = olaf.decide(&id, true, "not my module").await.unwrap_err();
+    assert_eq!(e.status().unwrap().as_u16(), 403, "{e}");
+    assert!(e.to_string().contains("decide:procurement"), "{e}");
+    ana.decide(&id, true, "supplier is reliable").await.unwrap();
+    let e = ana.decide(&id, false, "changed my mind").await.unwrap_err();
+    assert_eq!(e.status().unwrap().as_u16(), 409, "{e}");
+    assert!(e.to_string().contains("already approved by person:ana"), "{e}");
+    let e = ana.decide("p-nope", true, "x").await.unwrap_err();
+    assert_eq!(e.status().unwrap().as_u16(), 404, "{e}");
+    eventually("the inbox to show the approval", || async {
+        let inbox = ana.rows("approval_inbox", &[("proposal_id", &id)]).await.unwrap();
+        (inbox["rows"][0]["status"] == json!("approved") && inbox["rows"][0]["decided_by"] == json!("person:ana"))
+            .then_some(())
+    })
+    .await;
+
+    // The module pulls its outbox and carries the decision out.
+    let outbox = procurement.outbox("procurement", 0).await.unwrap();
+    let items = outbox["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["proposal_id"], json!(id));
+    assert_eq!(items[0]["action"]["qty"], json!(65));
+    let next = outbox["next_after"].as_u64().unwrap();
+    assert!(procurement.outbox("procurement", next).await.unwrap()["items"].as_array().unwrap().is_empty());
+    let e = inventory.outbox("procurement", 0).await.unwrap_err();
+    assert_eq!(e.status().unwrap().as_u16(), 403);
+    procurement
+        .emit(&caused("po-1", "procurement.inbound_changed", json!({"item": "bolt", "location": "north", "inbound": 65}), &id))
+        .await
+        .unwrap();
+    eventually("inbound to reach the stock row", || async {
+        let r = agent.rows("stock", &[("item", "bolt"), ("location", "north")]).await.unwrap();
+        (r["rows"][0]["inbound"] == json!(65)).then_some(())
+    })
+    .await;
+
+    // The row changes, then 100 more commits; compaction and expiry run meanwhile.
+    for i in 0..100 {
+        inventory
+            .emit(&event(&format!("c-more-{i}"), "inventory.stock_counted", json!({"item": "bolt", "location": "north", "on_hand": 60 + i})))
+            .await
+            .unwrap();
+        agent.consistent_read(&[json!({"table": "stock", "limit": 1})]).await.unwrap();
+    }
+    let tables = eventually("the cited snapshot to expire", || async {
+        let t = agent.tables().await.unwrap();
+        let stock = t.as_array().unwrap().iter().find(|t| t["name"] == "stock").unwrap().clone();
+        (stock["health"]["earliest_snapshot"].as_i64().unwrap() > stock_snapshot).then_some(stock)
+    })
+    .await;
+    assert!(tables["health"]["tags"].as_array().unwrap().iter().any(|t| t["name"] == json!(stock_tag)));
+    let runs: Vec<u64> =
+        tables["health"]["buckets"].as_array().unwrap().iter().map(|b| b["sorted_runs"].as_u64().unwrap()).collect();
+    assert!(runs.iter().all(|&r| r <= 8), "compaction keeps sorted runs bounded: {runs:?}");
+
+    // The audit: the rows as the agent saw them, the decision, the caused event, the state now.
+    let audit = ana.audit(&id).await.unwrap();
+    assert_eq!(audit["status"], json!("approved"));
+    assert_eq!(audit["decision"]["decided_by"], json!("person:ana"));
+    assert_eq!(audit["decision"]["reason"], json!("supplier is reliable"));
+    let evidence = audit["evidence"].as_array().unwrap();
+    let stock_ev = evidence.iter().find(|e| e["table"] == "stock").unwrap();
+    assert_eq!(stock_ev["cited_rows_identical"], json!(true), "{stock_ev}");
+    assert_eq!(stock_ev["rows_at_tag"].as_array().unwrap().len(), 1);
+    assert_eq!(stock_ev["rows_at_tag"][0], proposal["sources"][0]["rows"][0]);
+    assert_eq!(stock_ev["rows_at_tag"][0]["on_hand"], json!(50));
+    assert!(evidence.iter().all(|e| e["cited_rows_identical"] == json!(true)));
+    let caused_events = audit["caused_events"].as_array().unwrap();
+    assert_eq!(caused_events.len(), 1);
+    assert_eq!(caused_events[0]["id"], json!("po-1"));
+    let now = audit["state_after"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["table"] == "stock" && s["key"] == json!({"item": "bolt", "location": "north"}))
+        .unwrap();
+    assert_eq!(now["rows"][0]["on_hand"], json!(159));
+    assert_eq!(now["rows"][0]["inbound"], json!(65));
+    assert_eq!(audit["proposal"]["rule"]["name"], json!("order-up-to-target"));
+    assert_eq!(audit["proposal"]["agent"], json!("procurement"));
+
+    // Metrics show each table's lag against its budget and the proposals.
+    let metrics = ana.metrics().await.unwrap();
+    assert!(metrics.contains("livestate_table_within_budget{table=\"stock\"}"), "{metrics}");
+    assert!(metrics.contains("livestate_proposals{status=\"approved\"} 1"), "{metrics}");
+
+    // After a restart the store, the tags and the audit are all still there.
+    server.stop().await;
+    let dir = server.dir.clone();
+    let ls = livestate_engine::Livestate::open(&dir).await.unwrap();
+    let store = livestate_server::store::Store::open(&ls.layout.boundary_dir()).unwrap();
+    assert_eq!(store.get(&id).unwrap().unwrap().status, "approved");
+    assert_eq!(store.caused(&id).unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consistent_read_returns_every_table_as_of_one_offset_while_events_interleave() {
+    let server = start().await;
+    let inventory = server.client("module:inventory");
+    let ops = server.client("admin");
+    let agent = server.client("agent:procurement");
+    // Writers alternate between two tables owned by two modules; each event's value is its
+    // position in the sequence, so a read shows exactly which events it reflects.
+    let writer = tokio::spawn(async move {
+        let mut offsets = Vec::new();
+        for i in 0..120i64 {
+            let (client, line) = if i % 2 == 0 {
+                (&inventory, event(&format!("i{i}"), "inventory.stock_counted", json!({"item": "bolt", "location": "north", "on_hand": i})))
+            } else {
+                (&ops, event(&format!("o{i}"), "operations.job_status_changed", json!({"job_id": "j1", "status": format!("step-{i}")})))
+            };
+            let r = client.emit(&line).await.unwrap();
+            offsets.push((r["appended"][0]["offset"].as_u64().unwrap(), i));
+        }
+        offsets
+    });
+    let mut reads = Vec::new();
+    while !writer.is_finished() {
+        let r = agent
+            .consistent_read(&[
+                json!({"table": "stock", "keys": {"item": "bolt", "location": "north"}}),
+                json!({"table": "work_queue", "keys": {"job_id": "j1"}}),
+            ])
+            .await
+            .unwrap();
+        reads.push(r);
+    }
+    let offsets = writer.await.unwrap();
+    assert!(reads.len() >= 3, "reads interleaved with the writes: {}", reads.len());
+    for r in &reads {
+        let at = r["offset"].as_u64().unwrap();
+        // What each table must show: the last event of its kind below the offset.
+        let last = |even: bool| offsets.iter().filter(|(o, i)| *o < at && (i % 2 == 0) == even).map(|(_, i)| *i).max();
+        let stock = receipt_of(r, "stock");
+        let queue = receipt_of(r, "work_queue");
+        assert_eq!(stock["receipt"]["offset"].as_u64(), Some(at));
+        assert_eq!(queue["receipt"]["offset"].as_u64(), Some(at));
+        assert_eq!(stock["rows"].get(0).map(|row| row["on_hand"].clone()), last(true).map(|i| json!(i)), "stock at {at}: {r}");
+        assert_eq!(
+            queue["rows"].get(0).map(|row| row["status"].clone()),
+            last(false).map(|i| json!(format!("step-{i}"))),
+            "work queue at {at}: {r}"
+        );
+    }
+}

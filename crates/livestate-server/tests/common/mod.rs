@@ -1,0 +1,140 @@
+//! A running server on loopback with one principal of each role, for the HTTP tests.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use livestate_client::Client;
+use serde_json::{json, Value};
+
+/// The principals every test server has, with their scopes.
+pub const PRINCIPALS: [(&str, &[&str]); 7] = [
+    ("module:inventory", &[]),
+    ("module:commerce", &[]),
+    ("module:procurement", &[]),
+    ("agent:procurement", &[]),
+    ("person:ana", &["procurement"]),
+    ("person:olaf", &["operations"]),
+    ("admin", &[]),
+];
+
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub dir: PathBuf,
+    pub tokens: HashMap<&'static str, String>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    handle: Option<tokio::task::JoinHandle<Result<(), livestate_server::ServerError>>>,
+    _tmp: tempfile::TempDir,
+}
+
+impl TestServer {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A client acting as `principal`.
+    pub fn client(&self, principal: &str) -> Client {
+        Client::new(&self.url(), &self.tokens[principal]).unwrap()
+    }
+
+    /// Stops the server gracefully and returns its directory (kept until the server is dropped).
+    pub async fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(h) = self.handle.take() {
+            tokio::time::timeout(Duration::from_secs(60), h)
+                .await
+                .expect("the server stops when asked")
+                .unwrap()
+                .unwrap();
+        }
+    }
+}
+
+/// The example spec, with `stock` at a 200 ms budget keeping few snapshots (so expiry runs
+/// during a test) and `work_queue` at 200 ms.
+pub fn spec(dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/company");
+    let out = dir.join("spec");
+    std::fs::create_dir_all(&out).unwrap();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let p = e.unwrap().path();
+        let text = std::fs::read_to_string(&p)
+            .unwrap()
+            .replace(
+                "freshness = \"5m\"\noptions = { \"merge-engine\" = \"partial-update\", bucket = \"2\" }",
+                "freshness = \"200ms\"\noptions = { \"merge-engine\" = \"partial-update\", bucket = \"2\", \"snapshot.num-retained.min\" = \"2\", \"snapshot.num-retained.max\" = \"10\", \"snapshot.time-retained\" = \"1 ms\" }",
+            )
+            .replace(
+                "freshness = \"1m\"\noptions = { \"merge-engine\" = \"deduplicate\", bucket = \"1\" }",
+                "freshness = \"200ms\"\noptions = { \"merge-engine\" = \"deduplicate\", bucket = \"1\" }",
+            );
+        std::fs::write(out.join(p.file_name().unwrap()), text).unwrap();
+    }
+    out
+}
+
+/// Initialises a directory, issues a token per principal, and starts serving it.
+pub async fn start() -> TestServer {
+    start_with(livestate_server::ServeConfig::default()).await
+}
+
+pub async fn start_with(config: livestate_server::ServeConfig) -> TestServer {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("d");
+    drop(livestate_engine::Livestate::init(&dir, &spec(tmp.path())).await.unwrap());
+    let file = dir.join("principals.toml");
+    let mut tokens = HashMap::new();
+    for (name, scopes) in PRINCIPALS {
+        let scopes: Vec<String> = scopes.iter().map(|s| s.to_string()).collect();
+        tokens.insert(name, livestate_server::auth::add_principal(&file, name, &scopes).unwrap());
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served_dir = dir.clone();
+    let handle = tokio::spawn(async move {
+        livestate_server::serve_with(&served_dir, listener, config, async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    let server = TestServer { addr, dir, tokens, stop: Some(stop), handle: Some(handle), _tmp: tmp };
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while client.get(format!("{}/v1/health", server.url())).send().await.is_err() {
+        assert!(Instant::now() < deadline, "the server came up");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server
+}
+
+pub fn event(id: &str, ty: &str, data: Value) -> String {
+    json!({"id": id, "type": ty, "occurred_at": "2026-03-02T08:00:00Z", "data": data}).to_string() + "\n"
+}
+
+pub fn caused(id: &str, ty: &str, data: Value, causation: &str) -> String {
+    json!({"id": id, "type": ty, "occurred_at": "2026-03-02T08:00:00Z", "data": data, "causation": causation})
+        .to_string()
+        + "\n"
+}
+
+/// Polls `f` until it returns `Some`, for up to 30 s.
+pub async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
