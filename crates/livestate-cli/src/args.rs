@@ -165,7 +165,9 @@ Ctrl-C commits what is pending and stops.\n\nExamples:\n  livestate token add --
     Token(TokenCommand),
     /// Show a proposal's audit: the rows it cited read back from their pinned tags, the
     /// decision, the events it caused and the state after them.
-    #[command(after_help = "Asks a running server. Example:\n  livestate audit p3f9a... --url http://127.0.0.1:7070 --token $LIVESTATE_TOKEN")]
+    #[command(
+        after_help = "Asks a running server. Example:\n  livestate audit p3f9a... --url http://127.0.0.1:7070 --token $LIVESTATE_TOKEN"
+    )]
     Audit {
         /// Proposal id
         id: String,
@@ -199,9 +201,11 @@ Ctrl-C commits what is pending and stops.\n\nExamples:\n  livestate token add --
 #[derive(Debug, clap::Subcommand)]
 pub enum TokenCommand {
     /// Issue a token for a new principal and print it (only its hash is stored).
-    #[command(after_help = "Names: module:<m> (emits m's events, pulls m's outbox), agent:<a> (reads, subscribes, proposes),\n\
+    #[command(
+        after_help = "Names: module:<m> (emits m's events, pulls m's outbox), agent:<a> (reads, subscribes, proposes),\n\
 person:<p> --scope <module>... (reads, decides proposals for those modules; `*` for all), admin.\n\n\
-Example:\n  livestate token add --dir ./acme person:ana --scope procurement")]
+Example:\n  livestate token add --dir ./acme person:ana --scope procurement"
+    )]
     Add {
         #[arg(long, default_value = "./livestate-data", env = "LIVESTATE_DIR")]
         dir: PathBuf,

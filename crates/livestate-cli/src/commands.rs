@@ -45,7 +45,10 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
                 ..Default::default()
             };
             eprintln!("serving {} on http://{}", dir.display(), listener.local_addr()?);
-            if livestate_server::auth::list_principals(&principals_file).map(|p| p.is_empty()).unwrap_or(false) {
+            if livestate_server::auth::list_principals(&principals_file)
+                .map(|p| p.is_empty())
+                .unwrap_or(false)
+            {
                 eprintln!(
                     "no principals yet: every call gets 401. Issue tokens with `livestate token add --dir {} agent:NAME`",
                     dir.display()
@@ -87,7 +90,11 @@ fn token(cmd: crate::args::TokenCommand) -> anyhow::Result<()> {
         }
         TokenCommand::List { dir } => {
             for p in auth::list_principals(&file(&dir)?)? {
-                let scopes = if p.scopes.is_empty() { String::new() } else { format!("  scopes: {}", p.scopes.join(", ")) };
+                let scopes = if p.scopes.is_empty() {
+                    String::new()
+                } else {
+                    format!("  scopes: {}", p.scopes.join(", "))
+                };
                 println!("{}{scopes}", p.name);
             }
         }

@@ -124,22 +124,69 @@ pub fn audit(a: &serde_json::Value) -> String {
     };
     let p = &a["proposal"];
     let mut out = String::new();
-    let _ = writeln!(out, "proposal {} ({}) by agent {} for module {}: {}", s(&p["id"]), s(&p["kind"]), s(&p["agent"]), s(&p["module"]), s(&p["summary"]));
-    let _ = writeln!(out, "  created {} at offset {}; status {}", s(&p["created_at"]), s(&a["created_offset"]), s(&a["status"]));
-    let _ = writeln!(out, "  rule {} v{}: {}", s(&p["rule"]["name"]), s(&p["rule"]["version"]), s(&p["rule"]["text"]));
-    let _ = writeln!(out, "  risk {}: {}", s(&p["risk"]["level"]), p["risk"]["reasons"].as_array().map(|r| r.iter().map(&s).collect::<Vec<_>>().join("; ")).unwrap_or_default());
+    let _ = writeln!(
+        out,
+        "proposal {} ({}) by agent {} for module {}: {}",
+        s(&p["id"]),
+        s(&p["kind"]),
+        s(&p["agent"]),
+        s(&p["module"]),
+        s(&p["summary"])
+    );
+    let _ = writeln!(
+        out,
+        "  created {} at offset {}; status {}",
+        s(&p["created_at"]),
+        s(&a["created_offset"]),
+        s(&a["status"])
+    );
+    let _ = writeln!(
+        out,
+        "  rule {} v{}: {}",
+        s(&p["rule"]["name"]),
+        s(&p["rule"]["version"]),
+        s(&p["rule"]["text"])
+    );
+    let _ = writeln!(
+        out,
+        "  risk {}: {}",
+        s(&p["risk"]["level"]),
+        p["risk"]["reasons"]
+            .as_array()
+            .map(|r| r.iter().map(&s).collect::<Vec<_>>().join("; "))
+            .unwrap_or_default()
+    );
     let _ = writeln!(out, "  action {}", p["action"]);
     let _ = writeln!(out, "\nevidence (read back from the pinned tags):");
     for e in a["evidence"].as_array().into_iter().flatten() {
-        let same = if e["cited_rows_identical"] == Value::Bool(true) { "cited rows identical" } else { "CITED ROWS DIFFER" };
-        let _ = writeln!(out, "  {} snapshot {} (tag {}): {}", s(&e["table"]), s(&e["snapshot_id"]), s(&e["tag"]), same);
+        let same = if e["cited_rows_identical"] == Value::Bool(true) {
+            "cited rows identical"
+        } else {
+            "CITED ROWS DIFFER"
+        };
+        let _ = writeln!(
+            out,
+            "  {} snapshot {} (tag {}): {}",
+            s(&e["table"]),
+            s(&e["snapshot_id"]),
+            s(&e["tag"]),
+            same
+        );
         for r in e["rows_at_tag"].as_array().into_iter().flatten() {
             let _ = writeln!(out, "    {r}");
         }
     }
     match a.get("decision") {
         Some(d) if !d.is_null() => {
-            let _ = writeln!(out, "\ndecision: {} by {} at {} (offset {}): {}", s(&d["decision"]), s(&d["decided_by"]), s(&d["decided_at"]), s(&d["offset"]), s(&d["reason"]));
+            let _ = writeln!(
+                out,
+                "\ndecision: {} by {} at {} (offset {}): {}",
+                s(&d["decision"]),
+                s(&d["decided_by"]),
+                s(&d["decided_at"]),
+                s(&d["offset"]),
+                s(&d["reason"])
+            );
         }
         _ => {
             let _ = writeln!(out, "\ndecision: pending");
@@ -147,11 +194,18 @@ pub fn audit(a: &serde_json::Value) -> String {
     }
     let _ = writeln!(out, "\nevents caused:");
     for ev in a["caused_events"].as_array().into_iter().flatten() {
-        let _ = writeln!(out, "  offset {} {} {} {}", s(&ev["offset"]), s(&ev["type"]), s(&ev["id"]), ev["data"]);
+        let _ =
+            writeln!(out, "  offset {} {} {} {}", s(&ev["offset"]), s(&ev["type"]), s(&ev["id"]), ev["data"]);
     }
     let _ = writeln!(out, "\nstate now:");
     for st in a["state_after"].as_array().into_iter().flatten() {
-        let _ = writeln!(out, "  {} {} (snapshot {}):", s(&st["table"]), st["key"], s(&st["receipt"]["snapshot_id"]));
+        let _ = writeln!(
+            out,
+            "  {} {} (snapshot {}):",
+            s(&st["table"]),
+            st["key"],
+            s(&st["receipt"]["snapshot_id"])
+        );
         for r in st["rows"].as_array().into_iter().flatten() {
             let _ = writeln!(out, "    {r}");
         }

@@ -163,7 +163,12 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError`].
-    pub async fn firings(&self, trigger: &str, consumer: Option<&str>, ack: bool) -> Result<Value, ClientError> {
+    pub async fn firings(
+        &self,
+        trigger: &str,
+        consumer: Option<&str>,
+        ack: bool,
+    ) -> Result<Value, ClientError> {
         let mut q = format!("ack={ack}");
         if let Some(c) = consumer {
             q.push_str(&format!("&consumer={}", enc(c)));
@@ -204,8 +209,11 @@ impl Client {
     /// [`ClientError`] (409 when already decided).
     pub async fn decide(&self, id: &str, approve: bool, reason: &str) -> Result<Value, ClientError> {
         let decision = if approve { "approve" } else { "reject" };
-        self.post(&format!("/v1/proposals/{}/decision", enc(id)), &json!({"decision": decision, "reason": reason}))
-            .await
+        self.post(
+            &format!("/v1/proposals/{}/decision", enc(id)),
+            &json!({"decision": decision, "reason": reason}),
+        )
+        .await
     }
 
     /// `GET /v1/proposals/{id}/audit`.

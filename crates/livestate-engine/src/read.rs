@@ -352,9 +352,8 @@ fn from_index(
 pub fn parse_where(ts: &TableSpec, text: &str) -> Result<Expr, EngineError> {
     let bad = |message: String| EngineError::BadRequest { table: ts.name.clone(), message };
     let expr = Expr::parse(text).map_err(|e| bad(format!("where `{text}`: {e}")))?;
-    let ty = expr
-        .type_check(&|n| ts.columns.get(n).copied())
-        .map_err(|e| bad(format!("where `{text}`: {e}")))?;
+    let ty =
+        expr.type_check(&|n| ts.columns.get(n).copied()).map_err(|e| bad(format!("where `{text}`: {e}")))?;
     if !matches!(ty, ExprType::Of(livestate_spec::ValueType::Bool) | ExprType::Null) {
         return Err(bad(format!("where `{text}` is not a condition (it yields {ty})")));
     }

@@ -153,7 +153,9 @@ impl Maintainer {
             return Err(refused(format!("tag `{tag}` already names snapshot {}", existing.id())));
         }
         let snapshot = sm.get_snapshot(snapshot_id).await.map_err(paimon_err(name, "read snapshot"))?;
-        tm.create_with_retention(tag, &snapshot, time_retained).await.map_err(paimon_err(name, "create tag"))?;
+        tm.create_with_retention(tag, &snapshot, time_retained)
+            .await
+            .map_err(paimon_err(name, "create tag"))?;
         Ok(snapshot)
     }
 

@@ -98,9 +98,7 @@ impl Principal {
             (Role::Module(own), Permission::Emit(m) | Permission::Outbox(m)) => own == m,
             (Role::Agent(_), Permission::Read | Permission::Subscribe | Permission::Propose) => true,
             (Role::Person { .. }, Permission::Read) => true,
-            (Role::Person { scopes, .. }, Permission::Decide(m)) => {
-                scopes.iter().any(|s| s == "*" || s == m)
-            }
+            (Role::Person { scopes, .. }, Permission::Decide(m)) => scopes.iter().any(|s| s == "*" || s == m),
             _ => false,
         }
     }
@@ -308,9 +306,9 @@ impl Principals {
         let token = token.map(str::trim).filter(|t| !t.is_empty()).ok_or(Unauthenticated::Missing)?;
         let hash = hash_token(token);
         let mut c = self.cached.lock().expect("principals lock");
-        let stamp = std::fs::metadata(&self.path).ok().map(|m| {
-            (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len() ^ file_id(&m))
-        });
+        let stamp = std::fs::metadata(&self.path)
+            .ok()
+            .map(|m| (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len() ^ file_id(&m)));
         if stamp != c.stamp || c.stamp.is_none() {
             match load_entries(&self.path) {
                 Ok(entries) => {

@@ -63,7 +63,9 @@ impl ApiError {
         let message = match why {
             Unauthenticated::Missing => "no token: send `Authorization: Bearer <token>`".to_string(),
             Unauthenticated::Unknown => "the token is not valid (unknown or revoked)".to_string(),
-            Unauthenticated::Broken(e) => format!("no token is accepted until the principals file is fixed: {e}"),
+            Unauthenticated::Broken(e) => {
+                format!("no token is accepted until the principals file is fixed: {e}")
+            }
         };
         ApiError::new(StatusCode::UNAUTHORIZED, message)
     }

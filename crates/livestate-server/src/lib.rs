@@ -207,7 +207,8 @@ pub async fn serve_with(
     let (stop_tx, stop_rx) = watch::channel(false);
     let (head, _) = watch::channel(ls.record.next_offset());
     let (barriers, barrier_rx) = mpsc::channel(64);
-    let principals = Principals::new(config.principals.clone().unwrap_or_else(|| ls.layout.principals_file()));
+    let principals =
+        Principals::new(config.principals.clone().unwrap_or_else(|| ls.layout.principals_file()));
     let maintainers = derivers.maintainers();
     let shared = Arc::new(Shared {
         ls,
@@ -229,7 +230,9 @@ pub async fn serve_with(
         .config
         .webhooks
         .iter()
-        .map(|(m, url)| tokio::spawn(webhook::deliver(Arc::clone(&shared), m.clone(), url.clone(), stop_rx.clone())))
+        .map(|(m, url)| {
+            tokio::spawn(webhook::deliver(Arc::clone(&shared), m.clone(), url.clone(), stop_rx.clone()))
+        })
         .collect();
 
     let app = router(Arc::clone(&shared));
@@ -378,7 +381,11 @@ async fn principals(State(s): State<Arc<Shared>>, caller: Caller) -> Result<Json
         (status = 403, description = "An event of a module the caller may not emit"),
         (status = 409, description = "An id re-sent with different content"),
         (status = 413, description = "Body too large")))]
-async fn post_events(State(s): State<Arc<Shared>>, caller: Caller, body: axum::body::Bytes) -> Result<Response, ApiError> {
+async fn post_events(
+    State(s): State<Arc<Shared>>,
+    caller: Caller,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
     let body = String::from_utf8(body.to_vec())
         .map_err(|e| ApiError::bad_request(format!("the body is not UTF-8: {e}")))?;
     // Every line's module must be the caller's to emit, before anything is checked or stored.

@@ -26,7 +26,8 @@ use crate::store::{ProposalEntry, PROPOSAL_CREATED, PROPOSAL_DECIDED};
 use crate::{Caller, Shared};
 
 /// The fields the two decisions events must declare (all strings; `reason` may be optional).
-const CREATED_FIELDS: [&str; 7] = ["proposal_id", "kind", "agent", "module", "summary", "risk_level", "document"];
+const CREATED_FIELDS: [&str; 7] =
+    ["proposal_id", "kind", "agent", "module", "summary", "risk_level", "document"];
 const DECIDED_FIELDS: [&str; 9] =
     ["proposal_id", "kind", "agent", "module", "summary", "risk_level", "decision", "decided_by", "reason"];
 
@@ -150,7 +151,11 @@ fn check_proposal(spec: &CompanySpec, p: &NewProposal) -> Result<(), ApiError> {
         let mut modules: Vec<&str> =
             spec.events.values().map(|e| e.module.as_str()).filter(|m| *m != DECISIONS_MODULE).collect();
         modules.dedup();
-        return Err(bad(format!("module `{}` is not a module of this company (modules: {})", p.module, modules.join(", "))));
+        return Err(bad(format!(
+            "module `{}` is not a module of this company (modules: {})",
+            p.module,
+            modules.join(", ")
+        )));
     }
     check_text("summary", &p.summary, 300)?;
     check_text("rule.name", &p.rule.name, 100)?;
@@ -180,7 +185,11 @@ fn check_proposal(spec: &CompanySpec, p: &NewProposal) -> Result<(), ApiError> {
 
 /// The rows of `source.table` at `at` for the source's keys, or for the key columns of its
 /// cited rows.
-async fn rows_for(s: &Shared, source: &Source, at: At) -> Result<(Vec<Value>, livestate_engine::Receipt), ApiError> {
+async fn rows_for(
+    s: &Shared,
+    source: &Source,
+    at: At,
+) -> Result<(Vec<Value>, livestate_engine::Receipt), ApiError> {
     let ts = s.ls.spec.table(&source.table).expect("checked");
     let mut lookups: Vec<Vec<(String, String)>> =
         source.keys.iter().map(|k| k.iter().map(|(c, v)| (c.clone(), key_text(v))).collect()).collect();
@@ -188,7 +197,10 @@ async fn rows_for(s: &Shared, source: &Source, at: At) -> Result<(Vec<Value>, li
         let mut key = Vec::new();
         for k in &ts.primary_key {
             let v = row.get(k).ok_or_else(|| {
-                ApiError::bad_request(format!("sources: a cited row of `{}` (rows[{j}]) lacks key column `{k}`", ts.name))
+                ApiError::bad_request(format!(
+                    "sources: a cited row of `{}` (rows[{j}]) lacks key column `{k}`",
+                    ts.name
+                ))
             })?;
             key.push((k.clone(), key_text(v)));
         }
@@ -247,10 +259,15 @@ async fn record(s: &Arc<Shared>, id: String, ty: &str, data: Map<String, Value>)
     let env = EventEnvelope { id, event_type: ty.into(), occurred_at: now_text(), data, causation: None };
     let line = serde_json::to_string(&env).map_err(ApiError::internal)?;
     let shared = Arc::clone(s);
-    let report =
-        tokio::task::spawn_blocking(move || shared.ls.emit(&line, false)).await.map_err(ApiError::internal)??;
+    let report = tokio::task::spawn_blocking(move || shared.ls.emit(&line, false).map_err(ApiError::from))
+        .await
+        .map_err(ApiError::internal)??;
     s.appended();
-    let offset = report.appended.first().map(|(_, a)| a.offset).ok_or_else(|| ApiError::internal("nothing appended"))?;
+    let offset = report
+        .appended
+        .first()
+        .map(|(_, a)| a.offset)
+        .ok_or_else(|| ApiError::internal("nothing appended"))?;
     s.followed(offset).await?;
     Ok(offset)
 }
@@ -258,7 +275,9 @@ async fn record(s: &Arc<Shared>, id: String, ty: &str, data: Map<String, Value>)
 fn enabled(s: &Shared) -> Result<(), ApiError> {
     match &s.decisions_unsupported {
         None => Ok(()),
-        Some(why) => Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, format!("proposals are disabled: {why}"))),
+        Some(why) => {
+            Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, format!("proposals are disabled: {why}")))
+        }
     }
 }
 
@@ -350,12 +369,16 @@ pub(crate) async fn create(
             return Err(e);
         }
     };
-    Ok((StatusCode::CREATED, Json(json!({"id": id, "status": "pending", "offset": offset, "tags": tags}))).into_response())
+    Ok((StatusCode::CREATED, Json(json!({"id": id, "status": "pending", "offset": offset, "tags": tags})))
+        .into_response())
 }
 
 /// The proposal's whole document, from its creating event in the record.
 fn document(s: &Shared, p: &ProposalEntry) -> Result<Value, ApiError> {
-    let ev = s.ls.record.get(p.created_offset)?.ok_or_else(|| ApiError::internal("the proposal's event is missing from the record"))?;
+    let ev =
+        s.ls.record
+            .get(p.created_offset)?
+            .ok_or_else(|| ApiError::internal("the proposal's event is missing from the record"))?;
     let text = ev.data.get("document").and_then(Value::as_str).unwrap_or("{}");
     serde_json::from_str(text).map_err(|e| ApiError::internal(format!("proposal document: {e}")))
 }
@@ -377,12 +400,16 @@ pub(crate) async fn list(
     let status = param("status");
     if let Some(st) = status {
         if !["pending", "approved", "rejected"].contains(&st) {
-            return Err(ApiError::bad_request(format!("status `{st}`: expected pending, approved or rejected")));
+            return Err(ApiError::bad_request(format!(
+                "status `{st}`: expected pending, approved or rejected"
+            )));
         }
     }
     let limit = match param("limit") {
         None => 100,
-        Some(l) => l.parse().map_err(|_| ApiError::bad_request(format!("limit `{l}` is not a whole number")))?,
+        Some(l) => {
+            l.parse().map_err(|_| ApiError::bad_request(format!("limit `{l}` is not a whole number")))?
+        }
     };
     Ok(Json(json!({"proposals": s.store.list(status, limit)?})))
 }
@@ -416,7 +443,9 @@ pub(crate) async fn decide(
     let decision = match d.decision.as_str() {
         "approve" => "approved",
         "reject" => "rejected",
-        other => return Err(ApiError::bad_request(format!("decision `{other}`: expected approve or reject"))),
+        other => {
+            return Err(ApiError::bad_request(format!("decision `{other}`: expected approve or reject")))
+        }
     };
     check_text("reason", &d.reason, 2000)?;
     let _one_at_a_time = s.deciding.lock().await;
@@ -478,20 +507,21 @@ pub(crate) async fn audit(
     caller.require(Permission::Read)?;
     let p = find(&s, &id)?;
     let doc = document(&s, &p)?;
-    let sources: Vec<Source> = serde_json::from_value::<Vec<Value>>(doc.get("sources").cloned().unwrap_or(json!([])))
-        .map_err(ApiError::internal)?
-        .into_iter()
-        .map(|v| {
-            let tag = v.get("tag").and_then(Value::as_str).map(str::to_string);
-            let mut v = v;
-            v.as_object_mut().map(|o| o.remove("tag"));
-            serde_json::from_value::<Source>(v).map(|mut src| {
-                src.tag = tag;
-                src
+    let sources: Vec<Source> =
+        serde_json::from_value::<Vec<Value>>(doc.get("sources").cloned().unwrap_or(json!([])))
+            .map_err(ApiError::internal)?
+            .into_iter()
+            .map(|v| {
+                let tag = v.get("tag").and_then(Value::as_str).map(str::to_string);
+                let mut v = v;
+                v.as_object_mut().map(|o| o.remove("tag"));
+                serde_json::from_value::<Source>(v).map(|mut src| {
+                    src.tag = tag;
+                    src
+                })
             })
-        })
-        .collect::<Result<_, _>>()
-        .map_err(ApiError::internal)?;
+            .collect::<Result<_, _>>()
+            .map_err(ApiError::internal)?;
     let mut evidence = Vec::new();
     let mut followed_keys: BTreeSet<(String, String)> = BTreeSet::new();
     for src in &sources {
@@ -511,8 +541,11 @@ pub(crate) async fn audit(
         }));
         let ts = s.ls.spec.table(&src.table).expect("a cited table exists");
         for r in &rows {
-            let key: Map<String, Value> =
-                ts.primary_key.iter().map(|k| (k.clone(), r.get(k).cloned().unwrap_or(Value::Null))).collect();
+            let key: Map<String, Value> = ts
+                .primary_key
+                .iter()
+                .map(|k| (k.clone(), r.get(k).cloned().unwrap_or(Value::Null)))
+                .collect();
             followed_keys.insert((src.table.clone(), Value::Object(key).to_string()));
         }
     }
@@ -529,7 +562,8 @@ pub(crate) async fn audit(
         let keys: Map<String, Value> = serde_json::from_str(&key).map_err(ApiError::internal)?;
         let filters = keys.iter().map(|(k, v)| (k.clone(), key_text(v))).collect();
         let rows = read_rows(&s, &table, filters, None, None, At::Latest).await?;
-        state_after.push(json!({"table": table, "key": keys, "rows": rows.json_rows(), "receipt": rows.receipt}));
+        state_after
+            .push(json!({"table": table, "key": keys, "rows": rows.json_rows(), "receipt": rows.receipt}));
     }
     Ok(Json(json!({
         "proposal": doc,

@@ -42,7 +42,10 @@ pub(crate) async fn read_rows(
         name: table.into(),
         known: s.ls.spec.tables.keys().cloned().collect(),
     })?;
-    let condition = condition.map(|c| parse_where(ts, c)).transpose()?;
+    let condition = match condition {
+        Some(c) => Some(parse_where(ts, c)?),
+        None => None,
+    };
     let req = ReadRequest { table: table.to_string(), keys, at };
     let mut rows = read(&s.ls.catalog, &s.ls.spec, &req, &s.ls.lag_source(), Some(&s.ls.index)).await?;
     rows.select(condition.as_ref(), Some(limit.unwrap_or(DEFAULT_LIMIT)))?;
@@ -88,7 +91,9 @@ pub(crate) async fn rows(
     for (k, v) in params {
         match k.as_str() {
             "snapshot" => {
-                let id = v.parse().map_err(|_| ApiError::bad_request(format!("snapshot `{v}` is not a number")))?;
+                let id = v
+                    .parse()
+                    .map_err(|_| ApiError::bad_request(format!("snapshot `{v}` is not a number")))?;
                 at = At::Snapshot(id);
             }
             "tag" => at = At::Tag(v),
@@ -159,7 +164,9 @@ pub(crate) async fn consistent(
         let snapshot = barrier.snapshots.iter().find(|(n, _)| n == &t.table).and_then(|(_, id)| *id);
         let keys = t.keys.iter().map(|(k, v)| (k.clone(), key_text(v))).collect();
         let mut rows = match snapshot {
-            Some(id) => read_rows(&s, &t.table, keys, t.condition.as_deref(), t.limit, At::Snapshot(id)).await?,
+            Some(id) => {
+                read_rows(&s, &t.table, keys, t.condition.as_deref(), t.limit, At::Snapshot(id)).await?
+            }
             // Never committed: empty as of any offset.
             None => read_rows(&s, &t.table, keys, t.condition.as_deref(), t.limit, At::Latest).await?,
         };
@@ -176,9 +183,9 @@ fn consumer_of(caller: &Caller, consumer: Option<&str>) -> Result<String, ApiErr
         Some(c) if c.len() <= 64 && c.chars().all(|ch| ch.is_ascii_alphanumeric() || "_-.".contains(ch)) => {
             Ok(format!("{}/{c}", caller.0.name))
         }
-        Some(c) => Err(ApiError::bad_request(format!(
-            "consumer `{c}`: use 1-64 letters, digits, `_`, `-` or `.`"
-        ))),
+        Some(c) => {
+            Err(ApiError::bad_request(format!("consumer `{c}`: use 1-64 letters, digits, `_`, `-` or `.`")))
+        }
     }
 }
 
@@ -294,9 +301,7 @@ pub(crate) async fn metrics(State(s): State<Arc<Shared>>, caller: Caller) -> Res
         "livestate_table_freshness_budget_seconds",
         "How stale the table may be (its freshness budget; for nightly tables, the time allowed right now).",
         "gauge",
-        per_table(&|i| {
-            s.ls.spec.table(&i.name).map(|ts| ts.freshness.allowed_lag(now).as_secs_f64())
-        }),
+        per_table(&|i| s.ls.spec.table(&i.name).map(|ts| ts.freshness.allowed_lag(now).as_secs_f64())),
     );
     family(
         "livestate_table_lag_seconds",

@@ -112,7 +112,9 @@ fn tail_u64(k: &[u8]) -> u64 {
 fn text(ev: &RecordedEvent, field: &str) -> Result<String, StoreError> {
     match ev.data.get(field) {
         Some(serde_json::Value::String(s)) => Ok(s.clone()),
-        _ => Err(StoreError::Event { offset: ev.offset, message: format!("field `{field}` is not a string") }),
+        _ => {
+            Err(StoreError::Event { offset: ev.offset, message: format!("field `{field}` is not a string") })
+        }
     }
 }
 
@@ -177,7 +179,8 @@ impl Store {
                 }
                 PROPOSAL_DECIDED => {
                     let id = text(ev, "proposal_id")?;
-                    let Some(mut p) = touched.remove(&id).map_or_else(|| self.get(&id), |p| Ok(Some(p)))? else {
+                    let Some(mut p) = touched.remove(&id).map_or_else(|| self.get(&id), |p| Ok(Some(p)))?
+                    else {
                         tracing::warn!(offset = ev.offset, proposal = %id, "decision for an unknown proposal");
                         continue;
                     };

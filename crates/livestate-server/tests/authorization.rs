@@ -45,7 +45,11 @@ async fn send(url: &str, token: Option<&str>, call: &Call) -> (u16, Value) {
     }
     let resp = req.send().await.unwrap();
     let status = resp.status().as_u16();
-    if resp.headers().get("content-type").is_some_and(|c| c.to_str().unwrap().starts_with("text/event-stream")) {
+    if resp
+        .headers()
+        .get("content-type")
+        .is_some_and(|c| c.to_str().unwrap().starts_with("text/event-stream"))
+    {
         return (status, Value::Null);
     }
     let text = resp.text().await.unwrap();
@@ -70,12 +74,20 @@ async fn every_endpoint_answers_every_role_as_the_role_matrix_says() {
     let url = server.url();
     let admin = server.client("admin");
     admin
-        .emit(&event("c0", "inventory.stock_counted", json!({"item": "bolt", "location": "north", "on_hand": 5})))
+        .emit(&event(
+            "c0",
+            "inventory.stock_counted",
+            json!({"item": "bolt", "location": "north", "on_hand": 5}),
+        ))
         .await
         .unwrap();
     let read = admin.consistent_read(&[json!({"table": "stock"})]).await.unwrap();
     let snapshot = read["results"][0]["receipt"]["snapshot_id"].as_i64().unwrap();
-    let created = server.client("agent:procurement").propose(&serde_json::from_str(&proposal(snapshot, "seed")).unwrap()).await.unwrap();
+    let created = server
+        .client("agent:procurement")
+        .propose(&serde_json::from_str(&proposal(snapshot, "seed")).unwrap())
+        .await
+        .unwrap();
     let id = created["id"].as_str().unwrap().to_string();
 
     let calls = vec![
@@ -85,26 +97,54 @@ async fn every_endpoint_answers_every_role_as_the_role_matrix_says() {
             method: Method::GET,
             path: "/v1/whoami".into(),
             body: None,
-            allowed: &["module:inventory", "module:procurement", "module:commerce", "agent:procurement", "person:olaf", "person:ana", "admin"],
+            allowed: &[
+                "module:inventory",
+                "module:procurement",
+                "module:commerce",
+                "agent:procurement",
+                "person:olaf",
+                "person:ana",
+                "admin",
+            ],
             public: false,
         },
-        Call { method: Method::GET, path: "/v1/principals".into(), body: None, allowed: &["admin"], public: false },
+        Call {
+            method: Method::GET,
+            path: "/v1/principals".into(),
+            body: None,
+            allowed: &["admin"],
+            public: false,
+        },
         Call {
             method: Method::POST,
             path: "/v1/events".into(),
-            body: Some(event("m-1", "inventory.stock_counted", json!({"item": "nut", "location": "north", "on_hand": 5}))),
+            body: Some(event(
+                "m-1",
+                "inventory.stock_counted",
+                json!({"item": "nut", "location": "north", "on_hand": 5}),
+            )),
             allowed: &["module:inventory", "admin"],
             public: false,
         },
         Call {
             method: Method::POST,
             path: "/v1/events".into(),
-            body: Some(event("d-1", "decisions.proposal_created", json!({"proposal_id": "x", "kind": "k", "agent": "a", "module": "procurement", "summary": "s", "risk_level": "low", "document": "{}"}))),
+            body: Some(event(
+                "d-1",
+                "decisions.proposal_created",
+                json!({"proposal_id": "x", "kind": "k", "agent": "a", "module": "procurement", "summary": "s", "risk_level": "low", "document": "{}"}),
+            )),
             allowed: &[],
             public: false,
         },
         Call { method: Method::GET, path: "/v1/tables".into(), body: None, allowed: READERS, public: false },
-        Call { method: Method::GET, path: "/v1/tables/stock/rows?item=bolt".into(), body: None, allowed: READERS, public: false },
+        Call {
+            method: Method::GET,
+            path: "/v1/tables/stock/rows?item=bolt".into(),
+            body: None,
+            allowed: READERS,
+            public: false,
+        },
         Call {
             method: Method::POST,
             path: "/v1/reads".into(),
@@ -133,9 +173,27 @@ async fn every_endpoint_answers_every_role_as_the_role_matrix_says() {
             allowed: &["agent:procurement"],
             public: false,
         },
-        Call { method: Method::GET, path: "/v1/proposals".into(), body: None, allowed: READERS, public: false },
-        Call { method: Method::GET, path: format!("/v1/proposals/{id}"), body: None, allowed: READERS, public: false },
-        Call { method: Method::GET, path: format!("/v1/proposals/{id}/audit"), body: None, allowed: READERS, public: false },
+        Call {
+            method: Method::GET,
+            path: "/v1/proposals".into(),
+            body: None,
+            allowed: READERS,
+            public: false,
+        },
+        Call {
+            method: Method::GET,
+            path: format!("/v1/proposals/{id}"),
+            body: None,
+            allowed: READERS,
+            public: false,
+        },
+        Call {
+            method: Method::GET,
+            path: format!("/v1/proposals/{id}/audit"),
+            body: None,
+            allowed: READERS,
+            public: false,
+        },
         Call {
             method: Method::POST,
             path: format!("/v1/proposals/{id}/decision"),
@@ -169,7 +227,8 @@ async fn every_endpoint_answers_every_role_as_the_role_matrix_says() {
             } else if call.allowed.contains(&caller) {
                 (200..300).contains(&status)
             } else {
-                status == 403 && body["error"].as_str().is_some_and(|e| e.contains(caller) || e.contains("decisions"))
+                status == 403
+                    && body["error"].as_str().is_some_and(|e| e.contains(caller) || e.contains("decisions"))
             };
             if !ok {
                 wrong.push(format!("{} {} as {caller}: {status} {body}", call.method, call.path));
@@ -179,21 +238,29 @@ async fn every_endpoint_answers_every_role_as_the_role_matrix_says() {
     assert!(wrong.is_empty(), "unexpected answers:\n{}", wrong.join("\n"));
 }
 
+/// Who sends it, method, path, body, the status expected and words the message must contain.
+type BadCase = (&'static str, Method, &'static str, Vec<u8>, u16, &'static str);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_a_4xx_naming_the_problem_and_change_nothing() {
     let server = start().await;
     let url = server.url();
     let admin = server.client("admin");
     admin
-        .emit(&event("c0", "inventory.stock_counted", json!({"item": "bolt", "location": "north", "on_hand": 5})))
+        .emit(&event(
+            "c0",
+            "inventory.stock_counted",
+            json!({"item": "bolt", "location": "north", "on_hand": 5}),
+        ))
         .await
         .unwrap();
     let read = admin.consistent_read(&[json!({"table": "stock"})]).await.unwrap();
     let snapshot = read["results"][0]["receipt"]["snapshot_id"].as_i64().unwrap();
     let head_before = server.client("admin").tables().await.unwrap();
-    let offset_before = reqwest::get(format!("{url}/v1/health")).await.unwrap().json::<Value>().await.unwrap()
-        ["record_next_offset"]
-        .clone();
+    let offset_before =
+        reqwest::get(format!("{url}/v1/health")).await.unwrap().json::<Value>().await.unwrap()
+            ["record_next_offset"]
+            .clone();
 
     let good = serde_json::from_str::<Value>(&proposal(snapshot, "k")).unwrap();
     let with = |path: &str, value: Value| {
@@ -210,48 +277,234 @@ async fn bad_requests_get_a_4xx_naming_the_problem_and_change_nothing() {
         p.to_string()
     };
     let deep = format!("{}1{}", "[".repeat(10_000), "]".repeat(10_000));
-    let deep_action = good.to_string().replace(
-        r#""action":{"item":"bolt","qty":10}"#,
-        &format!(r#""action":{{"a":{deep}}}"#),
-    );
+    let deep_action = good
+        .to_string()
+        .replace(r#""action":{"item":"bolt","qty":10}"#, &format!(r#""action":{{"a":{deep}}}"#));
     assert!(deep_action.len() > 20_000);
     let huge = format!("{{\"tables\": [{{\"table\": \"{}\"}}]}}", "x".repeat(5 << 20));
-    let cases: Vec<(&str, Method, &str, Vec<u8>, u16, &str)> = vec![
+    let cases: Vec<BadCase> = vec![
         ("agent:procurement", Method::POST, "/v1/reads", b"{not json".to_vec(), 400, "request body"),
-        ("agent:procurement", Method::POST, "/v1/reads", br#"{"tables": [{"table": "stock", "colour": 1}]}"#.to_vec(), 400, "unknown field `colour`"),
-        ("agent:procurement", Method::POST, "/v1/reads", br#"{"tables": [{"table": "stok"}]}"#.to_vec(), 404, "stok"),
+        (
+            "agent:procurement",
+            Method::POST,
+            "/v1/reads",
+            br#"{"tables": [{"table": "stock", "colour": 1}]}"#.to_vec(),
+            400,
+            "unknown field `colour`",
+        ),
+        (
+            "agent:procurement",
+            Method::POST,
+            "/v1/reads",
+            br#"{"tables": [{"table": "stok"}]}"#.to_vec(),
+            404,
+            "stok",
+        ),
         ("agent:procurement", Method::POST, "/v1/reads", br#"{"tables": []}"#.to_vec(), 400, "1 to 32"),
         ("agent:procurement", Method::POST, "/v1/reads", Vec::new(), 400, "empty"),
         ("agent:procurement", Method::POST, "/v1/reads", huge.into_bytes(), 413, ""),
         ("agent:procurement", Method::GET, "/v1/tables/stok/rows", Vec::new(), 404, "stok"),
-        ("agent:procurement", Method::GET, "/v1/tables/stock/rows?colour=red", Vec::new(), 400, "no column `colour`"),
-        ("agent:procurement", Method::GET, "/v1/tables/stock/rows?on_hand=many", Vec::new(), 400, "on_hand=many"),
-        ("agent:procurement", Method::GET, "/v1/tables/stock/rows?where=on_hand%20%3C", Vec::new(), 400, "where"),
-        ("agent:procurement", Method::GET, "/v1/tables/stock/rows?where=on_hand%20%2B%201", Vec::new(), 400, "not a condition"),
-        ("agent:procurement", Method::GET, "/v1/tables/stock/rows?snapshot=999", Vec::new(), 400, "no snapshot 999"),
-        ("agent:procurement", Method::GET, "/v1/tables/stock/rows?tag=nope", Vec::new(), 400, "no tag `nope`"),
-        ("agent:procurement", Method::GET, "/v1/tables/stock/rows?limit=lots", Vec::new(), 400, "limit `lots`"),
-        ("agent:procurement", Method::GET, "/v1/tables/..%2F..%2Fetc/rows", Vec::new(), 404, "unknown table `../../etc`"),
+        (
+            "agent:procurement",
+            Method::GET,
+            "/v1/tables/stock/rows?colour=red",
+            Vec::new(),
+            400,
+            "no column `colour`",
+        ),
+        (
+            "agent:procurement",
+            Method::GET,
+            "/v1/tables/stock/rows?on_hand=many",
+            Vec::new(),
+            400,
+            "on_hand=many",
+        ),
+        (
+            "agent:procurement",
+            Method::GET,
+            "/v1/tables/stock/rows?where=on_hand%20%3C",
+            Vec::new(),
+            400,
+            "where",
+        ),
+        (
+            "agent:procurement",
+            Method::GET,
+            "/v1/tables/stock/rows?where=on_hand%20%2B%201",
+            Vec::new(),
+            400,
+            "not a condition",
+        ),
+        (
+            "agent:procurement",
+            Method::GET,
+            "/v1/tables/stock/rows?snapshot=999",
+            Vec::new(),
+            400,
+            "no snapshot 999",
+        ),
+        (
+            "agent:procurement",
+            Method::GET,
+            "/v1/tables/stock/rows?tag=nope",
+            Vec::new(),
+            400,
+            "no tag `nope`",
+        ),
+        (
+            "agent:procurement",
+            Method::GET,
+            "/v1/tables/stock/rows?limit=lots",
+            Vec::new(),
+            400,
+            "limit `lots`",
+        ),
+        (
+            "agent:procurement",
+            Method::GET,
+            "/v1/tables/..%2F..%2Fetc/rows",
+            Vec::new(),
+            404,
+            "unknown table `../../etc`",
+        ),
         ("agent:procurement", Method::GET, "/v1/triggers/nope/firings", Vec::new(), 404, "nope"),
         ("agent:procurement", Method::POST, "/v1/proposals", b"[1,2".to_vec(), 400, "request body"),
-        ("agent:procurement", Method::POST, "/v1/proposals", with("colour", json!("red")).into_bytes(), 400, "unknown field `colour`"),
-        ("agent:procurement", Method::POST, "/v1/proposals", with("sources.0.snapshot_id", json!(999)).into_bytes(), 400, "no snapshot 999"),
-        ("agent:procurement", Method::POST, "/v1/proposals", with("sources.0.rows", json!([{"item": "bolt", "location": "north", "on_hand": 6}])).into_bytes(), 400, "is not what `stock` holds"),
-        ("agent:procurement", Method::POST, "/v1/proposals", with("sources.0.table", json!("stok")).into_bytes(), 400, "no table `stok`"),
-        ("agent:procurement", Method::POST, "/v1/proposals", with("sources", json!([])).into_bytes(), 400, "sources"),
-        ("agent:procurement", Method::POST, "/v1/proposals", with("module", json!("decisions")).into_bytes(), 400, "not a module"),
-        ("agent:procurement", Method::POST, "/v1/proposals", with("risk.level", json!("extreme")).into_bytes(), 400, "risk.level"),
-        ("agent:procurement", Method::POST, "/v1/proposals", with("kind", json!("../x")).into_bytes(), 400, "kind"),
-        ("agent:procurement", Method::POST, "/v1/proposals", with("summary", json!("")).into_bytes(), 400, "summary"),
-        ("agent:procurement", Method::POST, "/v1/proposals", deep_action.into_bytes(), 400, "recursion limit"),
+        (
+            "agent:procurement",
+            Method::POST,
+            "/v1/proposals",
+            with("colour", json!("red")).into_bytes(),
+            400,
+            "unknown field `colour`",
+        ),
+        (
+            "agent:procurement",
+            Method::POST,
+            "/v1/proposals",
+            with("sources.0.snapshot_id", json!(999)).into_bytes(),
+            400,
+            "no snapshot 999",
+        ),
+        (
+            "agent:procurement",
+            Method::POST,
+            "/v1/proposals",
+            with("sources.0.rows", json!([{"item": "bolt", "location": "north", "on_hand": 6}])).into_bytes(),
+            400,
+            "is not what `stock` holds",
+        ),
+        (
+            "agent:procurement",
+            Method::POST,
+            "/v1/proposals",
+            with("sources.0.table", json!("stok")).into_bytes(),
+            400,
+            "no table `stok`",
+        ),
+        (
+            "agent:procurement",
+            Method::POST,
+            "/v1/proposals",
+            with("sources", json!([])).into_bytes(),
+            400,
+            "sources",
+        ),
+        (
+            "agent:procurement",
+            Method::POST,
+            "/v1/proposals",
+            with("module", json!("decisions")).into_bytes(),
+            400,
+            "not a module",
+        ),
+        (
+            "agent:procurement",
+            Method::POST,
+            "/v1/proposals",
+            with("risk.level", json!("extreme")).into_bytes(),
+            400,
+            "risk.level",
+        ),
+        (
+            "agent:procurement",
+            Method::POST,
+            "/v1/proposals",
+            with("kind", json!("../x")).into_bytes(),
+            400,
+            "kind",
+        ),
+        (
+            "agent:procurement",
+            Method::POST,
+            "/v1/proposals",
+            with("summary", json!("")).into_bytes(),
+            400,
+            "summary",
+        ),
+        (
+            "agent:procurement",
+            Method::POST,
+            "/v1/proposals",
+            deep_action.into_bytes(),
+            400,
+            "recursion limit",
+        ),
         ("agent:procurement", Method::POST, "/v1/proposals", deep.clone().into_bytes(), 400, "request body"),
-        ("person:ana", Method::POST, "/v1/proposals/nope/decision", br#"{"decision": "approve", "reason": "x"}"#.to_vec(), 404, "no proposal `nope`"),
-        ("person:ana", Method::POST, "/v1/proposals/nope/decision", br#"{"decision": "maybe", "reason": "x"}"#.to_vec(), 400, "maybe"),
-        ("person:ana", Method::POST, "/v1/proposals/nope/decision", br#"{"decision": "approve", "reason": "  "}"#.to_vec(), 400, "reason"),
+        (
+            "person:ana",
+            Method::POST,
+            "/v1/proposals/nope/decision",
+            br#"{"decision": "approve", "reason": "x"}"#.to_vec(),
+            404,
+            "no proposal `nope`",
+        ),
+        (
+            "person:ana",
+            Method::POST,
+            "/v1/proposals/nope/decision",
+            br#"{"decision": "maybe", "reason": "x"}"#.to_vec(),
+            400,
+            "maybe",
+        ),
+        (
+            "person:ana",
+            Method::POST,
+            "/v1/proposals/nope/decision",
+            br#"{"decision": "approve", "reason": "  "}"#.to_vec(),
+            400,
+            "reason",
+        ),
         ("module:inventory", Method::POST, "/v1/events", vec![0xff, 0xfe, b'\n'], 400, "UTF-8"),
-        ("module:inventory", Method::POST, "/v1/events", event("x1", "inventory.nope", json!({})).into_bytes(), 400, "unknown event type"),
-        ("module:inventory", Method::POST, "/v1/events", event("c0", "inventory.stock_counted", json!({"item": "bolt", "location": "north", "on_hand": 6})).into_bytes(), 409, "c0"),
-        ("module:procurement", Method::GET, "/v1/outbox/procurement?after=soon", Vec::new(), 400, "after `soon`"),
+        (
+            "module:inventory",
+            Method::POST,
+            "/v1/events",
+            event("x1", "inventory.nope", json!({})).into_bytes(),
+            400,
+            "unknown event type",
+        ),
+        (
+            "module:inventory",
+            Method::POST,
+            "/v1/events",
+            event(
+                "c0",
+                "inventory.stock_counted",
+                json!({"item": "bolt", "location": "north", "on_hand": 6}),
+            )
+            .into_bytes(),
+            409,
+            "c0",
+        ),
+        (
+            "module:procurement",
+            Method::GET,
+            "/v1/outbox/procurement?after=soon",
+            Vec::new(),
+            400,
+            "after `soon`",
+        ),
         ("admin", Method::GET, "/v1/nowhere", Vec::new(), 404, "no such route"),
     ];
     // No pooled connections: the server closes one after refusing an oversized body unread.
@@ -268,7 +521,9 @@ async fn bad_requests_get_a_4xx_naming_the_problem_and_change_nothing() {
         let got = resp.status().as_u16();
         let text = resp.text().await.unwrap();
         if got != status || !text.contains(says) {
-            wrong.push(format!("{method} {path} as {who}: expected {status} saying {says:?}, got {got} {text:.300}"));
+            wrong.push(format!(
+                "{method} {path} as {who}: expected {status} saying {says:?}, got {got} {text:.300}"
+            ));
         }
     }
     assert!(wrong.is_empty(), "unexpected answers:\n{}", wrong.join("\n"));
@@ -283,6 +538,8 @@ async fn bad_requests_get_a_4xx_naming_the_problem_and_change_nothing() {
     for t in tables.as_array().unwrap() {
         assert!(t["health"]["tags"].as_array().unwrap().is_empty(), "{}", t["name"]);
     }
-    let stock = |v: &Value| v.as_array().unwrap().iter().find(|t| t["name"] == "stock").unwrap()["receipt"]["snapshot_id"].clone();
+    let stock = |v: &Value| {
+        v.as_array().unwrap().iter().find(|t| t["name"] == "stock").unwrap()["receipt"]["snapshot_id"].clone()
+    };
     assert_eq!(stock(&head_before), stock(&tables));
 }

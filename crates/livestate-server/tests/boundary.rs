@@ -25,17 +25,32 @@ async fn a_proposal_goes_from_reading_to_decision_to_module_event_and_its_audit_
 
     // Modules emit: 50 on hand, 15 reserved, reorder point 40 → available 35 < 40.
     inventory
-        .emit(&event("c1", "inventory.stock_counted", json!({"item": "bolt", "location": "north", "on_hand": 50})))
+        .emit(&event(
+            "c1",
+            "inventory.stock_counted",
+            json!({"item": "bolt", "location": "north", "on_hand": 50}),
+        ))
         .await
         .unwrap();
     commerce
-        .emit(&event("r1", "commerce.reservation_changed", json!({"item": "bolt", "location": "north", "reserved": 15})))
+        .emit(&event(
+            "r1",
+            "commerce.reservation_changed",
+            json!({"item": "bolt", "location": "north", "reserved": 15}),
+        ))
         .await
         .unwrap();
     procurement
         .emit(
-            &(event("p1", "procurement.planning_set", json!({"item": "bolt", "location": "north", "reorder_point": 40, "target": 100}))
-                + &event("s1", "procurement.supplier_risk_assessed", json!({"supplier": "acme", "level": "low"}))),
+            &(event(
+                "p1",
+                "procurement.planning_set",
+                json!({"item": "bolt", "location": "north", "reorder_point": 40, "target": 100}),
+            ) + &event(
+                "s1",
+                "procurement.supplier_risk_assessed",
+                json!({"supplier": "acme", "level": "low"}),
+            )),
         )
         .await
         .unwrap();
@@ -50,7 +65,10 @@ async fn a_proposal_goes_from_reading_to_decision_to_module_event_and_its_audit_
 
     // One consistent read of the stock and the supplier's risk, with receipts.
     let read = agent
-        .consistent_read(&[json!({"table": "stock", "keys": {"item": "bolt"}}), json!({"table": "supplier_risk"})])
+        .consistent_read(&[
+            json!({"table": "stock", "keys": {"item": "bolt"}}),
+            json!({"table": "supplier_risk"}),
+        ])
         .await
         .unwrap();
     let stock = receipt_of(&read, "stock");
@@ -89,7 +107,8 @@ async fn a_proposal_goes_from_reading_to_decision_to_module_event_and_its_audit_
     // The approval inbox (budget 1 s) shows it pending.
     eventually("the inbox to show the proposal", || async {
         let inbox = ana.rows("approval_inbox", &[("proposal_id", &id)]).await.unwrap();
-        (inbox["rows"].as_array().unwrap().first().map(|r| r["status"].clone()) == Some(json!("pending"))).then_some(())
+        (inbox["rows"].as_array().unwrap().first().map(|r| r["status"].clone()) == Some(json!("pending")))
+            .then_some(())
     })
     .await;
     let pending = ana.proposals(Some("pending")).await.unwrap();
@@ -109,8 +128,9 @@ async fn a_proposal_goes_from_reading_to_decision_to_module_event_and_its_audit_
     assert_eq!(e.status().unwrap().as_u16(), 404, "{e}");
     eventually("the inbox to show the approval", || async {
         let inbox = ana.rows("approval_inbox", &[("proposal_id", &id)]).await.unwrap();
-        (inbox["rows"][0]["status"] == json!("approved") && inbox["rows"][0]["decided_by"] == json!("person:ana"))
-            .then_some(())
+        (inbox["rows"][0]["status"] == json!("approved")
+            && inbox["rows"][0]["decided_by"] == json!("person:ana"))
+        .then_some(())
     })
     .await;
 
@@ -125,7 +145,12 @@ async fn a_proposal_goes_from_reading_to_decision_to_module_event_and_its_audit_
     let e = inventory.outbox("procurement", 0).await.unwrap_err();
     assert_eq!(e.status().unwrap().as_u16(), 403);
     procurement
-        .emit(&caused("po-1", "procurement.inbound_changed", json!({"item": "bolt", "location": "north", "inbound": 65}), &id))
+        .emit(&caused(
+            "po-1",
+            "procurement.inbound_changed",
+            json!({"item": "bolt", "location": "north", "inbound": 65}),
+            &id,
+        ))
         .await
         .unwrap();
     eventually("inbound to reach the stock row", || async {
@@ -137,7 +162,11 @@ async fn a_proposal_goes_from_reading_to_decision_to_module_event_and_its_audit_
     // The row changes, then 100 more commits; compaction and expiry run meanwhile.
     for i in 0..100 {
         inventory
-            .emit(&event(&format!("c-more-{i}"), "inventory.stock_counted", json!({"item": "bolt", "location": "north", "on_hand": 60 + i})))
+            .emit(&event(
+                &format!("c-more-{i}"),
+                "inventory.stock_counted",
+                json!({"item": "bolt", "location": "north", "on_hand": 60 + i}),
+            ))
             .await
             .unwrap();
         agent.consistent_read(&[json!({"table": "stock", "limit": 1})]).await.unwrap();
@@ -149,8 +178,12 @@ async fn a_proposal_goes_from_reading_to_decision_to_module_event_and_its_audit_
     })
     .await;
     assert!(tables["health"]["tags"].as_array().unwrap().iter().any(|t| t["name"] == json!(stock_tag)));
-    let runs: Vec<u64> =
-        tables["health"]["buckets"].as_array().unwrap().iter().map(|b| b["sorted_runs"].as_u64().unwrap()).collect();
+    let runs: Vec<u64> = tables["health"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["sorted_runs"].as_u64().unwrap())
+        .collect();
     assert!(runs.iter().all(|&r| r <= 8), "compaction keeps sorted runs bounded: {runs:?}");
 
     // The audit: the rows as the agent saw them, the decision, the caused event, the state now.
@@ -205,9 +238,23 @@ async fn a_consistent_read_returns_every_table_as_of_one_offset_while_events_int
         let mut offsets = Vec::new();
         for i in 0..120i64 {
             let (client, line) = if i % 2 == 0 {
-                (&inventory, event(&format!("i{i}"), "inventory.stock_counted", json!({"item": "bolt", "location": "north", "on_hand": i})))
+                (
+                    &inventory,
+                    event(
+                        &format!("i{i}"),
+                        "inventory.stock_counted",
+                        json!({"item": "bolt", "location": "north", "on_hand": i}),
+                    ),
+                )
             } else {
-                (&ops, event(&format!("o{i}"), "operations.job_status_changed", json!({"job_id": "j1", "status": format!("step-{i}")})))
+                (
+                    &ops,
+                    event(
+                        &format!("o{i}"),
+                        "operations.job_status_changed",
+                        json!({"job_id": "j1", "status": format!("step-{i}")}),
+                    ),
+                )
             };
             let r = client.emit(&line).await.unwrap();
             offsets.push((r["appended"][0]["offset"].as_u64().unwrap(), i));
@@ -230,12 +277,18 @@ async fn a_consistent_read_returns_every_table_as_of_one_offset_while_events_int
     for r in &reads {
         let at = r["offset"].as_u64().unwrap();
         // What each table must show: the last event of its kind below the offset.
-        let last = |even: bool| offsets.iter().filter(|(o, i)| *o < at && (i % 2 == 0) == even).map(|(_, i)| *i).max();
+        let last = |even: bool| {
+            offsets.iter().filter(|(o, i)| *o < at && (i % 2 == 0) == even).map(|(_, i)| *i).max()
+        };
         let stock = receipt_of(r, "stock");
         let queue = receipt_of(r, "work_queue");
         assert_eq!(stock["receipt"]["offset"].as_u64(), Some(at));
         assert_eq!(queue["receipt"]["offset"].as_u64(), Some(at));
-        assert_eq!(stock["rows"].get(0).map(|row| row["on_hand"].clone()), last(true).map(|i| json!(i)), "stock at {at}: {r}");
+        assert_eq!(
+            stock["rows"].get(0).map(|row| row["on_hand"].clone()),
+            last(true).map(|i| json!(i)),
+            "stock at {at}: {r}"
+        );
         assert_eq!(
             queue["rows"].get(0).map(|row| row["status"].clone()),
             last(false).map(|i| json!(format!("step-{i}"))),

@@ -134,7 +134,8 @@ async fn client(addr: std::net::SocketAddr, stop: tokio::sync::oneshot::Sender<(
     assert!(body["error"].as_str().unwrap().contains("unknown event type `inventory.nope`"), "{body}");
     let (status, body) = http(addr, "GET", "/v1/tables/stok/rows", "").await;
     assert_eq!(status, 404, "{body}");
-    let (status, _) = http(addr, "GET", "/v1/triggers/stock_below_reorder_point/firings?consumer=a/b", "").await;
+    let (status, _) =
+        http(addr, "GET", "/v1/triggers/stock_below_reorder_point/firings?consumer=a/b", "").await;
     assert_eq!(status, 400);
     let (status, tables) = http(addr, "GET", "/v1/tables", "").await;
     assert_eq!(status, 200);
