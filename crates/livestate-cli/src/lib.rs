@@ -48,7 +48,12 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             eprintln!("error: {e:#}");
             let input = e
                 .downcast_ref::<livestate_engine::EngineError>()
-                .is_some_and(livestate_engine::is_input_error);
+                .is_some_and(livestate_engine::is_input_error)
+                || e.downcast_ref::<livestate_server::auth::AuthError>()
+                    .is_some_and(|a| !matches!(a, livestate_server::auth::AuthError::File { .. }))
+                || e.downcast_ref::<livestate_client::ClientError>()
+                    .and_then(livestate_client::ClientError::status)
+                    .is_some_and(|s| s.is_client_error());
             if input {
                 ExitCode::from(2)
             } else {

@@ -99,7 +99,11 @@ async fn a_proposal_goes_from_reading_to_decision_to_module_event_and_its_audit_
     let stock_tag = tags.iter().find(|t| t["table"] == "stock").unwrap()["tag"].as_str().unwrap().to_string();
     assert!(stock_tag.contains(&id));
 
-    // The tag pins the snapshot the agent read.
+    // The tag pins the snapshot the agent read, kept for the default 400 days.
+    let tag_file = server.dir.join(format!("warehouse/state.db/stock/tag/tag-{stock_tag}"));
+    let tag_json: Value = serde_json::from_str(&std::fs::read_to_string(&tag_file).unwrap()).unwrap();
+    assert_eq!(tag_json["id"], json!(stock_snapshot));
+    assert_eq!(tag_json["tagTimeRetained"].as_f64(), Some(400.0 * 86_400.0), "{tag_json}");
     let at_tag = agent.rows("stock", &[("tag", &stock_tag), ("item", "bolt")]).await.unwrap();
     assert_eq!(at_tag["receipt"]["snapshot_id"], json!(stock_snapshot));
     assert_eq!(at_tag["rows"][0]["on_hand"], json!(50));
@@ -295,4 +299,72 @@ async fn a_consistent_read_returns_every_table_as_of_one_offset_while_events_int
             "work queue at {at}: {r}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_proposal_is_posted_to_the_module_webhook_until_it_answers_2xx() {
+    use std::sync::{Arc, Mutex};
+    // A module endpoint that is down for its first two calls.
+    let got: Arc<Mutex<Vec<(Option<String>, Value)>>> = Arc::default();
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let hook = {
+        let (got, calls) = (Arc::clone(&got), Arc::clone(&calls));
+        axum::Router::new().route(
+            "/approved",
+            axum::routing::post(move |headers: axum::http::HeaderMap, body: axum::Json<Value>| {
+                let (got, calls) = (Arc::clone(&got), Arc::clone(&calls));
+                async move {
+                    if calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 2 {
+                        return axum::http::StatusCode::SERVICE_UNAVAILABLE;
+                    }
+                    let cursor = headers.get("x-livestate-cursor").map(|v| v.to_str().unwrap().to_string());
+                    got.lock().unwrap().push((cursor, body.0));
+                    axum::http::StatusCode::OK
+                }
+            }),
+        )
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook_url = format!("http://{}/approved", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, hook).await.unwrap() });
+
+    let config = livestate_server::ServeConfig {
+        webhooks: [("procurement".to_string(), hook_url)].into_iter().collect(),
+        ..Default::default()
+    };
+    let server = common::start_with(config).await;
+    let admin = server.client("admin");
+    admin
+        .emit(&event(
+            "c1",
+            "inventory.stock_counted",
+            json!({"item": "bolt", "location": "north", "on_hand": 5}),
+        ))
+        .await
+        .unwrap();
+    let read = admin.consistent_read(&[json!({"table": "stock"})]).await.unwrap();
+    let snapshot = read["results"][0]["receipt"]["snapshot_id"].clone();
+    let created = server
+        .client("agent:procurement")
+        .propose(&json!({
+            "kind": "replenishment_order", "module": "procurement", "summary": "order 95 bolts",
+            "action": {"item": "bolt", "qty": 95},
+            "sources": [{"table": "stock", "snapshot_id": snapshot}],
+            "rule": {"name": "r", "version": "1", "text": "up to 100"},
+            "risk": {"level": "low"}
+        }))
+        .await
+        .unwrap();
+    let id = created["id"].as_str().unwrap().to_string();
+    server.client("person:ana").decide(&id, true, "ok").await.unwrap();
+    let delivered =
+        eventually("the webhook to accept the approval", || async { got.lock().unwrap().first().cloned() })
+            .await;
+    assert!(calls.load(std::sync::atomic::Ordering::SeqCst) >= 3, "retried after the failures");
+    assert_eq!(delivered.1["proposal_id"], json!(id));
+    assert_eq!(delivered.1["action"]["qty"], json!(95));
+    let outbox = server.client("module:procurement").outbox("procurement", 0).await.unwrap();
+    assert_eq!(delivered.0, Some(outbox["items"][0]["cursor"].to_string()));
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(got.lock().unwrap().len(), 1, "delivered once it was accepted");
 }
