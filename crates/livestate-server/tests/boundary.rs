@@ -305,7 +305,9 @@ async fn a_consistent_read_returns_every_table_as_of_one_offset_while_events_int
 async fn an_approved_proposal_is_posted_to_the_module_webhook_until_it_answers_2xx() {
     use std::sync::{Arc, Mutex};
     // A module endpoint that is down for its first two calls.
-    let got: Arc<Mutex<Vec<(Option<String>, Value)>>> = Arc::default();
+    // Each accepted delivery: its cursor header and body.
+    type Deliveries = Arc<Mutex<Vec<(Option<String>, Value)>>>;
+    let got: Deliveries = Arc::default();
     let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let hook = {
         let (got, calls) = (Arc::clone(&got), Arc::clone(&calls));
