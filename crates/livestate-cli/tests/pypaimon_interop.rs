@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use serde_json::{json, Value};
 
 fn repo() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../..")
 }
 
 fn python() -> String {

@@ -27,7 +27,8 @@ fn arg(name: &str, default: usize) -> usize {
 }
 
 fn spec_dir(dir: &Path, changelog: bool) -> std::path::PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/company");
+    let src = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("../../examples/company");
     let out = dir.join(if changelog { "spec-on" } else { "spec-off" });
     std::fs::create_dir_all(&out).unwrap();
     for e in std::fs::read_dir(&src).unwrap() {

@@ -32,7 +32,8 @@ async fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) 
 
 /// The example spec with `stock` at a 200 ms budget, so the test sees its commits quickly.
 fn spec(dir: &Path) -> std::path::PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/company");
+    let src = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("../../examples/company");
     let out = dir.join("spec");
     std::fs::create_dir_all(&out).unwrap();
     for e in std::fs::read_dir(&src).unwrap() {

@@ -184,7 +184,10 @@ mod tests {
     use crate::CompanySpec;
 
     fn table(name: &str) -> TableSpec {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/company");
+        let dir = std::path::Path::new(
+            &std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+        )
+        .join("../../examples/company");
         CompanySpec::load_dir(&dir).unwrap().table(name).unwrap().clone()
     }
 

@@ -6,7 +6,8 @@ use livestate_engine::{At, Livestate, ReadRequest, CATCH_UP_COMMIT_EVENTS};
 use serde_json::{json, Value};
 
 pub fn example_spec() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/company"))
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("../../examples/company")
 }
 
 pub async fn fresh() -> (tempfile::TempDir, Livestate) {

@@ -58,7 +58,8 @@ impl TestServer {
 /// The example spec, with `stock` at a 200 ms budget keeping few snapshots (so expiry runs
 /// during a test) and `work_queue` at 200 ms.
 pub fn spec(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/company");
+    let src = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("../../examples/company");
     let out = dir.join("spec");
     std::fs::create_dir_all(&out).unwrap();
     for e in std::fs::read_dir(&src).unwrap() {
