@@ -7,6 +7,8 @@
 //! assert_eq!(a, b);
 //! ```
 
+pub mod live;
+
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Utc};

@@ -1,0 +1,334 @@
+//! The procurement agent.
+//!
+//! Rule `order-up-to-target` v1: for the item, in every warehouse where available stock
+//! (`on_hand - reserved + inbound`) is below the reorder point, order `target - available`;
+//! sum the lines, round the total up to the chosen supplier's pack size (the rounding goes to
+//! the line with the largest shortfall). The supplier is the lowest-risk one carrying the
+//! item (then the cheapest, then by name). Risk: the supplier's level; raised to medium for
+//! an order over 5,000, and to high when a warehouse is already out (available ≤ 0) and the
+//! lead time is over 3 days.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use livestate_client::{Client, ClientError};
+use rust_decimal::Decimal;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use crate::{int, result, source, text, Narration};
+
+pub const RULE: &str = "order-up-to-target";
+pub const RULE_VERSION: &str = "1";
+pub const TRIGGER: &str = "stock_below_reorder_point";
+/// Order value above which the risk is at least medium.
+pub const VALUE_LIMIT: i64 = 5_000;
+/// Lead time (days) above which an existing stock-out makes the risk high.
+pub const LEAD_TIME_LIMIT: i64 = 3;
+
+fn risk_rank(level: &str) -> u8 {
+    match level {
+        "low" => 0,
+        "medium" => 1,
+        "high" => 2,
+        _ => 3,
+    }
+}
+
+/// What the rule decides for one item from the rows read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub item: String,
+    pub supplier: String,
+    pub qty: i64,
+    /// (location, qty) per warehouse short of stock.
+    pub lines: Vec<(String, i64)>,
+    pub pack_size: i64,
+    pub unit_price: Decimal,
+    pub value: Decimal,
+    pub lead_time_days: i64,
+    pub risk_level: String,
+    pub reasons: Vec<String>,
+    /// The stock rows short of stock, the chosen offer and its supplier's risk row.
+    pub short_rows: Vec<Value>,
+    pub offer: Value,
+    pub supplier_risk: Value,
+}
+
+/// Applies the rule to the item's `stock` rows, the `offers` (supplier_items rows) and the
+/// suppliers' `risks`. `None` when no warehouse is short or nobody carries the item.
+pub fn plan(item: &str, stock: &[Value], offers: &[Value], risks: &[Value]) -> Option<Plan> {
+    let mut short = Vec::new();
+    for row in stock {
+        let available = int(row, "on_hand") - int(row, "reserved") + int(row, "inbound");
+        let (rp, target) = (int(row, "reorder_point"), int(row, "target"));
+        if row.get("reorder_point").is_some_and(|v| !v.is_null()) && available < rp && target > available {
+            short.push((row.clone(), text(row, "location").to_string(), target - available, available));
+        }
+    }
+    if short.is_empty() {
+        return None;
+    }
+    let level_of = |supplier: &str| {
+        risks
+            .iter()
+            .find(|r| text(r, "supplier") == supplier)
+            .map_or("unknown", |r| text(r, "level"))
+            .to_string()
+    };
+    let price = |o: &Value| Decimal::from_str(text(o, "unit_price")).unwrap_or(Decimal::MAX);
+    let offer = offers
+        .iter()
+        .filter(|o| text(o, "item") == item && int(o, "pack_size") > 0)
+        .min_by(|a, b| {
+            (risk_rank(&level_of(text(a, "supplier"))), price(a), text(a, "supplier")).cmp(&(
+                risk_rank(&level_of(text(b, "supplier"))),
+                price(b),
+                text(b, "supplier"),
+            ))
+        })?
+        .clone();
+    let supplier = text(&offer, "supplier").to_string();
+    let pack = int(&offer, "pack_size");
+    let needed: i64 = short.iter().map(|s| s.2).sum();
+    let qty = (needed + pack - 1) / pack * pack;
+    let mut lines: Vec<(String, i64)> = short.iter().map(|s| (s.1.clone(), s.2)).collect();
+    let biggest =
+        (0..lines.len()).max_by_key(|&i| (lines[i].1, std::cmp::Reverse(i))).expect("one line at least");
+    lines[biggest].1 += qty - needed;
+    let unit_price = price(&offer);
+    let value = unit_price * Decimal::from(qty);
+    let lead = int(&offer, "lead_time_days");
+    let level = level_of(&supplier);
+    let mut risk = level.clone();
+    let mut reasons = vec![format!("supplier {supplier} is rated {level} risk")];
+    if value > Decimal::from(VALUE_LIMIT) {
+        reasons.push(format!("order value {value} is over {VALUE_LIMIT}"));
+        if risk_rank(&risk) < 1 {
+            risk = "medium".into();
+        }
+    }
+    if short.iter().any(|s| s.3 <= 0) && lead > LEAD_TIME_LIMIT {
+        reasons.push(format!("a warehouse is already out of stock and the lead time is {lead} days"));
+        risk = "high".into();
+    }
+    if risk_rank(&risk) > 2 {
+        risk = "high".into();
+    }
+    let supplier_risk =
+        risks.iter().find(|r| text(r, "supplier") == supplier).cloned().unwrap_or(Value::Null);
+    Some(Plan {
+        item: item.to_string(),
+        supplier,
+        qty,
+        lines,
+        pack_size: pack,
+        unit_price,
+        value,
+        lead_time_days: lead,
+        risk_level: risk,
+        reasons,
+        short_rows: short.into_iter().map(|s| s.0).collect(),
+        offer,
+        supplier_risk,
+    })
+}
+
+/// The procurement agent: keeps at most one pending proposal per item.
+pub struct ProcurementAgent {
+    client: Client,
+    /// Item → its pending proposal.
+    pending: BTreeMap<String, String>,
+    narrate: Option<mpsc::UnboundedSender<Narration>>,
+}
+
+impl ProcurementAgent {
+    /// An agent acting through `client` (an `agent:` token).
+    pub fn new(client: Client, narrate: Option<mpsc::UnboundedSender<Narration>>) -> ProcurementAgent {
+        ProcurementAgent { client, pending: BTreeMap::new(), narrate }
+    }
+
+    fn say(&self, n: Narration) {
+        if let Some(tx) = &self.narrate {
+            let _ = tx.send(n);
+        }
+    }
+
+    /// Learns which of its proposals are still pending (after a restart, say).
+    ///
+    /// # Errors
+    /// API errors.
+    pub async fn resume(&mut self) -> Result<(), ClientError> {
+        let me = self.client.whoami().await?;
+        let agent = me["role"]["agent"].as_str().unwrap_or_default().to_string();
+        let list = self.client.proposals(Some("pending")).await?;
+        for p in list["proposals"].as_array().into_iter().flatten() {
+            if p["agent"] == agent.as_str() && p["kind"] == "replenishment_order" {
+                let full = self.client.proposal(p["id"].as_str().unwrap_or_default()).await?;
+                if let Some(item) = full["document"]["action"]["item"].as_str() {
+                    self.pending.insert(item.to_string(), p["id"].as_str().unwrap_or_default().to_string());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Handles every firing waiting for this agent; returns the proposals made.
+    ///
+    /// # Errors
+    /// API errors (the firings already taken stay handled).
+    pub async fn poll(&mut self) -> Result<Vec<String>, ClientError> {
+        let firings = self.client.firings(TRIGGER, None, true).await?;
+        let mut made = Vec::new();
+        for f in firings["firings"].as_array().into_iter().flatten() {
+            let item = f["key"]["item"].as_str().unwrap_or_default().to_string();
+            let after = &f["after"];
+            self.say(Narration::Shortage {
+                item: item.clone(),
+                location: f["key"]["location"].as_str().unwrap_or_default().to_string(),
+                available: int(after, "on_hand") - int(after, "reserved") + int(after, "inbound"),
+                reorder_point: int(after, "reorder_point"),
+            });
+            match self.handle(&item).await {
+                Ok(Some(id)) => made.push(id),
+                Ok(None) => {}
+                Err(e) => self
+                    .say(Narration::Failed { what: format!("proposing for {item}"), error: e.to_string() }),
+            }
+        }
+        Ok(made)
+    }
+
+    /// Reads, applies the rule and proposes for `item`, unless a proposal for it is pending.
+    ///
+    /// # Errors
+    /// API errors.
+    pub async fn handle(&mut self, item: &str) -> Result<Option<String>, ClientError> {
+        if let Some(id) = self.pending.get(item).cloned() {
+            let status =
+                self.client.proposal(&id).await?["proposal"]["status"].as_str().unwrap_or("").to_string();
+            if status == "pending" {
+                self.say(Narration::Skipped {
+                    item: item.into(),
+                    why: format!("proposal {id} is still pending"),
+                });
+                return Ok(None);
+            }
+            self.pending.remove(item);
+        }
+        let quoted = item.replace('\'', "''");
+        let read = self
+            .client
+            .consistent_read(&[
+                json!({"table": "stock", "keys": {"item": item}}),
+                json!({"table": "open_orders", "where": format!("item == '{quoted}'")}),
+                json!({"table": "supplier_items", "keys": {"item": item}}),
+                json!({"table": "supplier_risk"}),
+            ])
+            .await?;
+        let rows = |t: &str| result(&read, t).and_then(|r| r["rows"].as_array().cloned()).unwrap_or_default();
+        let (stock, orders, offers, risks) =
+            (rows("stock"), rows("open_orders"), rows("supplier_items"), rows("supplier_risk"));
+        let Some(plan) = plan(item, &stock, &offers, &risks) else {
+            self.say(Narration::Skipped {
+                item: item.into(),
+                why: "no warehouse short any more, or no supplier carries it".into(),
+            });
+            return Ok(None);
+        };
+        let open_for_short: Vec<Value> = orders
+            .iter()
+            .filter(|o| plan.lines.iter().any(|(loc, _)| text(o, "location") == loc))
+            .cloned()
+            .collect();
+        let mut sources = vec![source(
+            result(&read, "stock").expect("read"),
+            &plan.short_rows,
+            Some(json!({"item": item})),
+        )];
+        if !open_for_short.is_empty() {
+            sources.push(source(result(&read, "open_orders").expect("read"), &open_for_short, None));
+        }
+        sources.push(source(result(&read, "supplier_items").expect("read"), &[plan.offer.clone()], None));
+        if !plan.supplier_risk.is_null() {
+            sources.push(source(
+                result(&read, "supplier_risk").expect("read"),
+                &[plan.supplier_risk.clone()],
+                None,
+            ));
+        }
+        let summary = format!(
+            "Order {} x {} from {} ({} warehouse(s) short)",
+            plan.qty,
+            item,
+            plan.supplier,
+            plan.lines.len()
+        );
+        let proposal = json!({
+            "kind": "replenishment_order",
+            "module": "procurement",
+            "summary": summary,
+            "action": {
+                "item": item, "supplier": plan.supplier, "qty": plan.qty,
+                "lines": plan.lines.iter().map(|(l, q)| json!({"location": l, "qty": q})).collect::<Vec<_>>(),
+                "unit_price": plan.unit_price.to_string(), "value": plan.value.to_string(),
+                "lead_time_days": plan.lead_time_days,
+            },
+            "sources": sources,
+            "rule": {
+                "name": RULE, "version": RULE_VERSION,
+                "parameters": {"value_limit": VALUE_LIMIT, "lead_time_limit_days": LEAD_TIME_LIMIT, "pack_size": plan.pack_size},
+                "text": "In every warehouse where on_hand - reserved + inbound is below the reorder point, order target minus that; round the sum up to the pack size of the lowest-risk supplier carrying the item (then cheapest).",
+            },
+            "risk": {"level": plan.risk_level, "reasons": plan.reasons},
+            "idempotency_key": format!("{item}@{}", read["offset"]),
+        });
+        let created = self.client.propose(&proposal).await?;
+        let id = created["id"].as_str().unwrap_or_default().to_string();
+        self.pending.insert(item.to_string(), id.clone());
+        self.say(Narration::Proposed { id: id.clone(), summary, risk: plan.risk_level });
+        Ok(Some(id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stock(loc: &str, on_hand: i64, reserved: i64, inbound: i64) -> Value {
+        json!({"item": "bolt", "location": loc, "on_hand": on_hand, "reserved": reserved, "inbound": inbound, "reorder_point": 40, "target": 100})
+    }
+
+    #[test]
+    fn orders_up_to_target_rounded_to_the_lowest_risk_suppliers_pack() {
+        let s = [stock("north", 50, 15, 0), stock("south", 90, 0, 0), stock("east", 10, 5, 20)];
+        let offers = [
+            json!({"item": "bolt", "supplier": "acme", "pack_size": 50, "unit_price": "1.50", "lead_time_days": 2}),
+            json!({"item": "bolt", "supplier": "cheap", "pack_size": 10, "unit_price": "0.50", "lead_time_days": 2}),
+        ];
+        let risks =
+            [json!({"supplier": "acme", "level": "low"}), json!({"supplier": "cheap", "level": "high"})];
+        let p = plan("bolt", &s, &offers, &risks).unwrap();
+        // north: 100 - 35 = 65; east: 100 - 25 = 75; 140 rounded up to 150; +10 to east.
+        assert_eq!(p.supplier, "acme");
+        assert_eq!(p.qty, 150);
+        assert_eq!(p.lines, vec![("north".to_string(), 65), ("east".to_string(), 85)]);
+        assert_eq!(p.value, Decimal::from_str("225.00").unwrap());
+        assert_eq!(p.risk_level, "low");
+        assert_eq!(p.short_rows.len(), 2);
+    }
+
+    #[test]
+    fn a_stock_out_with_a_long_lead_time_is_high_risk_and_nothing_short_plans_nothing() {
+        let offers = [
+            json!({"item": "bolt", "supplier": "acme", "pack_size": 1, "unit_price": "100", "lead_time_days": 9}),
+        ];
+        let risks = [json!({"supplier": "acme", "level": "low"})];
+        let p = plan("bolt", &[stock("north", 3, 10, 0)], &offers, &risks).unwrap();
+        assert_eq!(p.qty, 107);
+        assert_eq!(p.risk_level, "high");
+        assert_eq!(p.reasons.len(), 3);
+        assert!(plan("bolt", &[stock("north", 90, 0, 0)], &offers, &risks).is_none());
+        assert!(plan("bolt", &[stock("north", 3, 0, 0)], &[], &risks).is_none());
+    }
+}
