@@ -180,20 +180,37 @@ Ctrl-C commits what is pending and stops.\n\nExamples:\n  livestate token add --
         #[arg(long)]
         json: bool,
     },
-    /// Run the example company: init, generated events from three modules, derive, print state.
-    #[command(after_help = "Example:\n  livestate demo\n  livestate demo --dir /tmp/acme --seed 42")]
+    /// Run the example company live: modules, agents, proposals, approvals, all in one process.
+    #[command(
+        after_help = "Starts a server on the demo directory (replaced on each run), the simulated modules (inventory,\n\
+commerce, procurement, operations), the procurement and work-queue agents and, with --approve auto, a person\n\
+approving each proposal; prints the URL and tokens and narrates shortages, proposals, decisions, orders and\n\
+deliveries. Without --duration it runs until Ctrl-C; either way it ends with a summary.\n\n\
+Examples:\n  livestate demo\n  livestate demo --duration 60s --approve auto --seed 42\n  livestate demo --approve manual --listen 127.0.0.1:7070"
+    )]
     Demo {
         #[arg(long, default_value = "./livestate-demo")]
         dir: PathBuf,
-        /// Seed of the generated event stream
+        /// Seed of the simulated business
         #[arg(long, default_value_t = 7)]
         seed: u64,
-        /// Items per location
-        #[arg(long, default_value_t = 12)]
+        /// Items (each stocked in three warehouses)
+        #[arg(long, default_value_t = 200)]
         items: usize,
-        /// Customer order lines to generate
-        #[arg(long, default_value_t = 40)]
-        orders: usize,
+        /// Business events per second
+        #[arg(long, default_value_t = 20.0)]
+        rate: f64,
+        /// Stop after this long (e.g. 60s, 5min) and print the summary
+        #[arg(long, value_parser = parse_window)]
+        duration: Option<std::time::Duration>,
+        /// Who approves proposals
+        #[arg(long, value_enum, default_value = "auto")]
+        approve: crate::demo::Approve,
+        #[arg(long, default_value = "127.0.0.1:7070")]
+        listen: String,
+        /// A job blocked this long gets a proposal from the work-queue agent
+        #[arg(long, default_value = "10s", value_parser = parse_window)]
+        blocked_after: std::time::Duration,
     },
 }
 

@@ -30,7 +30,14 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
             read_table(&dir, table, keys, at, json).await
         }
         Command::Tables { dir, json } => tables(&dir, json).await,
-        Command::Demo { dir, seed, items, orders } => demo(&dir, seed, items, orders).await,
+        Command::Demo { dir, seed, items, rate, duration, approve, listen, blocked_after } => {
+            if !(rate > 0.0 && rate <= 100_000.0) {
+                bail!("--rate {rate}: give events per second between 0 and 100000");
+            }
+            let opts =
+                crate::demo::DemoOptions { dir, seed, items, rate, duration, approve, listen, blocked_after };
+            crate::demo::run(opts).await.map(|_| ())
+        }
         Command::Compact { dir, table, full } => compact(&dir, &table, full).await,
         Command::Serve { dir, listen, principals, tag_retention, webhook } => {
             let listener = tokio::net::TcpListener::bind(&listen)
@@ -114,7 +121,7 @@ async fn audit(id: &str, url: &str, token: &str, json: bool) -> anyhow::Result<(
 }
 
 /// Writes the built-in example spec into a fresh temporary directory.
-fn example_spec_dir() -> anyhow::Result<tempfile::TempDir> {
+pub(crate) fn example_spec_dir() -> anyhow::Result<tempfile::TempDir> {
     let tmp = tempfile::tempdir().context("creating a temporary directory for the built-in spec")?;
     for (name, text) in crate::EXAMPLE_SPEC {
         std::fs::write(tmp.path().join(name), text)?;
@@ -415,81 +422,5 @@ async fn watch(dir: &Path, trigger: &str, consumer: &str, peek: bool) -> anyhow:
     }
     let n = deliver(&ls, trigger, consumer, peek)?;
     eprintln!("{n} firing(s) of {trigger} for {consumer}");
-    Ok(())
-}
-
-async fn demo(dir: &Path, seed: u64, items: usize, orders: usize) -> anyhow::Result<()> {
-    let layout = Layout::new(dir)?;
-    let ls = if layout.is_initialized() {
-        println!("using the existing demo directory {}", layout.dir.display());
-        Livestate::open(dir).await?
-    } else {
-        let spec = example_spec_dir()?;
-        let ls = Livestate::init(dir, spec.path()).await?;
-        println!(
-            "initialised {} (record + Paimon warehouse, {} state tables)",
-            ls.layout.dir.display(),
-            ls.spec.tables.len()
-        );
-        ls
-    };
-    let cfg = livestate_sim::SimConfig { seed, items, orders, ..Default::default() };
-    let events = livestate_sim::company_events(&cfg);
-    let modules: std::collections::BTreeMap<String, usize> =
-        events.iter().fold(Default::default(), |mut m, e| {
-            let module =
-                e["type"].as_str().unwrap_or_default().split('.').next().unwrap_or_default().to_string();
-            *m.entry(module).or_default() += 1;
-            m
-        });
-    let started = Instant::now();
-    let report = ls.emit(&livestate_sim::to_json_lines(&events), false)?;
-    let emit_time = started.elapsed();
-    let new = report.appended.iter().filter(|(_, a)| !a.duplicate).count();
-    println!(
-        "recorded {new} new event(s) ({} already recorded) in {:.0} ms, {} fsync(s), from {}",
-        report.appended.len() - new,
-        emit_time.as_secs_f64() * 1000.0,
-        ls.record.stats().syncs,
-        modules.iter().map(|(m, n)| format!("{m}: {n}")).collect::<Vec<_>>().join(", ")
-    );
-    let started = Instant::now();
-    let mut derivers = ls.derivers().await?;
-    let pb = progress_bar();
-    let d = derivers
-        .catch_up(&ls.record, &ls.spec, livestate_engine::CATCH_UP_COMMIT_EVENTS, &mut |p: Progress| {
-            pb.set_length(p.total);
-            pb.set_position(p.done);
-        })
-        .await?;
-    pb.finish_and_clear();
-    let secs = started.elapsed().as_secs_f64();
-    println!(
-        "derived {} event(s) into {} row(s) with {} Paimon commit(s) in {:.0} ms ({:.0} events/s)\n",
-        d.events,
-        d.rows,
-        d.commits,
-        secs * 1000.0,
-        d.events as f64 / secs.max(1e-9)
-    );
-    let lag = ls.lag_source();
-    for (table, title, keys) in [
-        ("stock", "Stock of part-0001 in every warehouse: on_hand from inventory, reserved from commerce, inbound and planning from procurement", vec![("item".to_string(), livestate_sim::item_name(0))]),
-        ("work_queue", "Work queue", vec![]),
-        ("open_orders", "Open orders", vec![]),
-    ] {
-        let rows = read::read(&ls.catalog, &ls.spec, &ReadRequest { table: table.into(), keys, at: At::Latest }, &lag, Some(&ls.index)).await?;
-        println!("== {title}");
-        print!("{}", render::rows_table(&rows));
-        println!("{}\n", render::receipt_line(&rows.receipt));
-    }
-    println!("All tables:");
-    print!("{}", render::tables(&read::tables(&ls.catalog, &ls.spec, &lag).await?));
-    let shown: PathBuf = layout.dir.clone();
-    println!(
-        "\nThe tables are Apache Paimon tables under {}/warehouse; any Paimon reader can open them.\nTry: livestate read --dir {} stock --key location=north",
-        shown.display(),
-        shown.display()
-    );
     Ok(())
 }

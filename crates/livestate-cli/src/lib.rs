@@ -3,6 +3,7 @@
 
 mod args;
 mod commands;
+mod demo;
 mod render;
 
 use std::ffi::OsString;

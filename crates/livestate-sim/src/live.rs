@@ -157,7 +157,7 @@ impl Company {
             }
             for loc in LOCATIONS {
                 let rp = 20 + self.rng.below(30) as i64;
-                let on_hand = rp + 5 + self.rng.below(40) as i64;
+                let on_hand = rp + 1 + self.rng.below(15) as i64;
                 self.books
                     .insert((item.clone(), loc), Books { on_hand, reorder_point: rp, ..Default::default() });
                 out.push(self.event(

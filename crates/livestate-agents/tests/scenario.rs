@@ -1,0 +1,230 @@
+//! A deterministic shortage, end to end through the HTTP API: the procurement agent makes
+//! exactly one proposal with the right quantities and cited rows (and no second one while it
+//! is pending), a person approves, the module orders (inbound rises) and receives (on hand
+//! rises), and the audit shows the rows the agent saw.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use livestate_agents::procurement::ProcurementAgent;
+use livestate_client::Client;
+use serde_json::{json, Value};
+
+fn event(id: &str, ty: &str, data: Value, causation: Option<&str>) -> String {
+    let mut e = json!({"id": id, "type": ty, "occurred_at": "2026-03-02T08:00:00Z", "data": data});
+    if let Some(c) = causation {
+        e["causation"] = json!(c);
+    }
+    e.to_string() + "\n"
+}
+
+fn spec(dir: &Path) -> std::path::PathBuf {
+    let src = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"))
+        .join("../../examples/company");
+    let out = dir.join("spec");
+    std::fs::create_dir_all(&out).unwrap();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let p = e.unwrap().path();
+        let text = std::fs::read_to_string(&p).unwrap().replace(
+            "freshness = \"5m\"\noptions = { \"merge-engine\" = \"partial-update\"",
+            "freshness = \"200ms\"\noptions = { \"merge-engine\" = \"partial-update\"",
+        );
+        std::fs::write(out.join(p.file_name().unwrap()), text).unwrap();
+    }
+    out
+}
+
+async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_shortage_makes_one_proposal_which_leads_to_inbound_then_on_hand() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("d");
+    drop(livestate_engine::Livestate::init(&dir, &spec(tmp.path())).await.unwrap());
+    let file = dir.join("principals.toml");
+    let token = |name: &str, scopes: &[&str]| {
+        let scopes: Vec<String> = scopes.iter().map(|s| s.to_string()).collect();
+        livestate_server::auth::add_principal(&file, name, &scopes).unwrap()
+    };
+    let (inv, com, pro, agent_t, ana_t) = (
+        token("module:inventory", &[]),
+        token("module:commerce", &[]),
+        token("module:procurement", &[]),
+        token("agent:procurement", &[]),
+        token("person:ana", &["procurement"]),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = dir.clone();
+    let server = tokio::spawn(async move {
+        livestate_server::serve(&served, listener, async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    let c = |t: &str| Client::new(&url, t).unwrap();
+    let (inventory, commerce, procurement, ana) = (c(&inv), c(&com), c(&pro), c(&ana_t));
+    eventually("the server", || async { ana.whoami().await.ok() }).await;
+
+    procurement
+        .emit(
+            &(event("r1", "procurement.supplier_risk_assessed", json!({"supplier": "acme", "level": "low"}), None)
+                + &event("r2", "procurement.supplier_risk_assessed", json!({"supplier": "cheap", "level": "high"}), None)
+                + &event("o1", "procurement.supplier_item_listed", json!({"supplier": "acme", "item": "bolt", "pack_size": 50, "unit_price": "1.50", "lead_time_days": 2}), None)
+                + &event("o2", "procurement.supplier_item_listed", json!({"supplier": "cheap", "item": "bolt", "pack_size": 10, "unit_price": "0.50", "lead_time_days": 2}), None)
+                + &event("pl1", "procurement.planning_set", json!({"item": "bolt", "location": "north", "reorder_point": 40, "target": 100}), None)
+                + &event("pl2", "procurement.planning_set", json!({"item": "bolt", "location": "south", "reorder_point": 40, "target": 100}), None)),
+        )
+        .await
+        .unwrap();
+    inventory
+        .emit(
+            &(event(
+                "c1",
+                "inventory.stock_counted",
+                json!({"item": "bolt", "location": "north", "on_hand": 50}),
+                None,
+            ) + &event(
+                "c2",
+                "inventory.stock_counted",
+                json!({"item": "bolt", "location": "south", "on_hand": 90}),
+                None,
+            )),
+        )
+        .await
+        .unwrap();
+    // A customer order reserves 15 in the north: available 35 < 40.
+    commerce
+        .emit(
+            &(event("so1", "commerce.order_placed", json!({"order_id": "so-1", "line": 1, "customer": "c", "item": "bolt", "location": "north", "qty": 15, "unit_price": "3.00"}), None)
+                + &event("rs1", "commerce.reservation_changed", json!({"item": "bolt", "location": "north", "reserved": 15}), None)),
+        )
+        .await
+        .unwrap();
+
+    let (told, mut heard) = tokio::sync::mpsc::unbounded_channel();
+    let mut agent = ProcurementAgent::new(c(&agent_t), Some(told));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let made = loop {
+        let made = agent.poll().await.unwrap();
+        if !made.is_empty() {
+            break made;
+        }
+        assert!(Instant::now() < deadline, "the agent never proposed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(made.len(), 1);
+    let id = made[0].clone();
+    let p = ana.proposal(&id).await.unwrap();
+    let doc = &p["document"];
+    // North needs 100 - 35 = 65; acme (low risk) packs 50s: 100. South is fine.
+    assert_eq!(doc["action"]["supplier"], "acme");
+    assert_eq!(doc["action"]["qty"], 100);
+    assert_eq!(doc["action"]["lines"], json!([{"location": "north", "qty": 100}]));
+    assert_eq!(doc["action"]["value"], "150.00");
+    assert_eq!(doc["rule"]["name"], "order-up-to-target");
+    assert_eq!(doc["risk"]["level"], "low");
+    let cited =
+        |t: &str| doc["sources"].as_array().unwrap().iter().find(|s| s["table"] == t).cloned().unwrap();
+    assert_eq!(
+        cited("stock")["rows"],
+        json!([{"item": "bolt", "location": "north", "on_hand": 50, "reserved": 15, "inbound": null, "reorder_point": 40, "target": 100, "updated_at": "2026-03-02T08:00:00.000"}])
+    );
+    assert_eq!(cited("open_orders")["rows"][0]["order_id"], "so-1");
+    assert_eq!(cited("supplier_items")["rows"][0]["supplier"], "acme");
+    assert_eq!(cited("supplier_risk")["rows"][0]["level"], "low");
+
+    // The south falls short too while the proposal is pending: no second proposal.
+    inventory
+        .emit(&event(
+            "c3",
+            "inventory.stock_counted",
+            json!({"item": "bolt", "location": "south", "on_hand": 30}),
+            None,
+        ))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let made = agent.poll().await.unwrap();
+        assert!(made.is_empty(), "no second proposal while one is pending: {made:?}");
+        let skipped = std::iter::from_fn(|| heard.try_recv().ok())
+            .any(|n| matches!(n, livestate_agents::Narration::Skipped { ref item, .. } if item == "bolt"));
+        if skipped {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the south shortage never fired");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(ana.proposals(None).await.unwrap()["proposals"].as_array().unwrap().len(), 1);
+
+    // Approved, ordered (inbound rises), received (on hand rises), each citing the proposal.
+    ana.decide(&id, true, "stock is needed").await.unwrap();
+    let outbox = procurement.outbox("procurement", 0).await.unwrap();
+    let item = &outbox["items"][0];
+    assert_eq!(item["proposal_id"], json!(id));
+    procurement
+        .emit(&event(
+            "po1",
+            "procurement.inbound_changed",
+            json!({"item": "bolt", "location": "north", "inbound": 100}),
+            Some(&id),
+        ))
+        .await
+        .unwrap();
+    let reader = c(&agent_t);
+    eventually("inbound", || async {
+        let r = reader.rows("stock", &[("item", "bolt"), ("location", "north")]).await.unwrap();
+        (r["rows"][0]["inbound"] == 100).then_some(())
+    })
+    .await;
+    inventory
+        .emit(&event(
+            "gr1",
+            "inventory.stock_counted",
+            json!({"item": "bolt", "location": "north", "on_hand": 150}),
+            Some(&id),
+        ))
+        .await
+        .unwrap();
+    procurement
+        .emit(&event(
+            "gr2",
+            "procurement.inbound_changed",
+            json!({"item": "bolt", "location": "north", "inbound": 0}),
+            Some(&id),
+        ))
+        .await
+        .unwrap();
+    eventually("on hand", || async {
+        let r = reader.rows("stock", &[("item", "bolt"), ("location", "north")]).await.unwrap();
+        (r["rows"][0]["on_hand"] == 150 && r["rows"][0]["inbound"] == 0).then_some(())
+    })
+    .await;
+
+    let audit = ana.audit(&id).await.unwrap();
+    let stock = audit["evidence"].as_array().unwrap().iter().find(|e| e["table"] == "stock").unwrap();
+    assert_eq!(
+        stock["rows_at_tag"].as_array().unwrap().iter().find(|r| r["location"] == "north").unwrap()
+            ["on_hand"],
+        50
+    );
+    assert!(audit["evidence"].as_array().unwrap().iter().all(|e| e["cited_rows_identical"] == true));
+    assert_eq!(audit["caused_events"].as_array().unwrap().len(), 3);
+    let _ = stop.send(());
+    server.await.unwrap().unwrap();
+}
