@@ -42,6 +42,8 @@ pub(crate) fn source(result: &Value, rows: &[Value], keys: Option<Value>) -> Val
         "table": result["receipt"]["table"],
         "snapshot_id": result["receipt"]["snapshot_id"],
         "offset": result["receipt"]["offset"],
+        "lag_ms": result["receipt"]["lag_ms"],
+        "committed_at": result["receipt"]["committed_at"],
         "rows": rows,
     });
     if let Some(k) = keys {

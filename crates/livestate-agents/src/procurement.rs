@@ -249,11 +249,15 @@ impl ProcurementAgent {
         if !open_for_short.is_empty() {
             sources.push(source(result(&read, "open_orders").expect("read"), &open_for_short, None));
         }
-        sources.push(source(result(&read, "supplier_items").expect("read"), &[plan.offer.clone()], None));
+        sources.push(source(
+            result(&read, "supplier_items").expect("read"),
+            std::slice::from_ref(&plan.offer),
+            None,
+        ));
         if !plan.supplier_risk.is_null() {
             sources.push(source(
                 result(&read, "supplier_risk").expect("read"),
-                &[plan.supplier_risk.clone()],
+                std::slice::from_ref(&plan.supplier_risk),
                 None,
             ));
         }

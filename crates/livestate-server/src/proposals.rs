@@ -60,6 +60,12 @@ pub struct Source {
     /// The receipt's record offset.
     #[serde(default)]
     pub offset: Option<u64>,
+    /// The receipt's lag when the agent read it.
+    #[serde(default)]
+    pub lag_ms: Option<u64>,
+    /// The receipt's commit time.
+    #[serde(default)]
+    pub committed_at: Option<String>,
     /// `column: value` filters the agent read by.
     #[serde(default)]
     #[schema(value_type = Vec<Object>)]
@@ -374,7 +380,7 @@ pub(crate) async fn create(
 }
 
 /// The proposal's whole document, from its creating event in the record.
-fn document(s: &Shared, p: &ProposalEntry) -> Result<Value, ApiError> {
+pub(crate) fn document(s: &Shared, p: &ProposalEntry) -> Result<Value, ApiError> {
     let ev =
         s.ls.record
             .get(p.created_offset)?
@@ -383,7 +389,7 @@ fn document(s: &Shared, p: &ProposalEntry) -> Result<Value, ApiError> {
     serde_json::from_str(text).map_err(|e| ApiError::internal(format!("proposal document: {e}")))
 }
 
-fn find(s: &Shared, id: &str) -> Result<ProposalEntry, ApiError> {
+pub(crate) fn find(s: &Shared, id: &str) -> Result<ProposalEntry, ApiError> {
     s.store.get(id)?.ok_or_else(|| ApiError::not_found(format!("no proposal `{id}`")))
 }
 
@@ -437,9 +443,22 @@ pub(crate) async fn decide(
     UrlPath(id): UrlPath<String>,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    caller.require(Permission::Read)?;
-    enabled(&s)?;
     let d: NewDecision = parse_body(&body)?;
+    decide_as(&s, &caller, &id, &d).await.map(Json)
+}
+
+/// Records `caller`'s decision on proposal `id` (for the API and the web inbox).
+///
+/// # Errors
+/// 403 without `decide:<module>`, 404 unknown, 409 already decided, 400 bad input.
+pub(crate) async fn decide_as(
+    s: &Arc<Shared>,
+    caller: &Caller,
+    id: &str,
+    d: &NewDecision,
+) -> Result<Value, ApiError> {
+    caller.require(Permission::Read)?;
+    enabled(s)?;
     let decision = match d.decision.as_str() {
         "approve" => "approved",
         "reject" => "rejected",
@@ -449,7 +468,7 @@ pub(crate) async fn decide(
     };
     check_text("reason", &d.reason, 2000)?;
     let _one_at_a_time = s.deciding.lock().await;
-    let p = find(&s, &id)?;
+    let p = find(s, id)?;
     caller.require(Permission::Decide(p.module.clone()))?;
     if let Some(prev) = &p.decision {
         return Err(ApiError::conflict(format!(
@@ -471,8 +490,8 @@ pub(crate) async fn decide(
     ] {
         data.insert(k.into(), Value::String(v));
     }
-    let offset = record(&s, format!("decisions/decided/{id}"), PROPOSAL_DECIDED, data).await?;
-    Ok(Json(json!({"id": id, "status": decision, "decided_by": caller.0.name, "offset": offset})))
+    let offset = record(s, format!("decisions/decided/{id}"), PROPOSAL_DECIDED, data).await?;
+    Ok(json!({"id": id, "status": decision, "decided_by": caller.0.name, "offset": offset}))
 }
 
 #[utoipa::path(get, path = "/v1/outbox/{module}", security(("token" = [])),
@@ -505,6 +524,15 @@ pub(crate) async fn audit(
     UrlPath(id): UrlPath<String>,
 ) -> Result<Json<Value>, ApiError> {
     caller.require(Permission::Read)?;
+    audit_of(&s, &id).await.map(Json)
+}
+
+/// The audit of proposal `id` (for the API, the web pages and `livestate audit`).
+///
+/// # Errors
+/// 404 unknown proposal; read errors.
+pub(crate) async fn audit_of(s: &Arc<Shared>, id: &str) -> Result<Value, ApiError> {
+    let (s, id) = (Arc::clone(s), id.to_string());
     let p = find(&s, &id)?;
     let doc = document(&s, &p)?;
     let sources: Vec<Source> =
@@ -533,6 +561,8 @@ pub(crate) async fn audit(
             "tag": tag,
             "snapshot_id": src.snapshot_id,
             "cited_offset": src.offset,
+            "cited_lag_ms": src.lag_ms,
+            "cited_committed_at": src.committed_at,
             "keys": src.keys,
             "cited_rows": src.rows,
             "rows_at_tag": rows,
@@ -565,7 +595,7 @@ pub(crate) async fn audit(
         state_after
             .push(json!({"table": table, "key": keys, "rows": rows.json_rows(), "receipt": rows.receipt}));
     }
-    Ok(Json(json!({
+    Ok(json!({
         "proposal": doc,
         "status": p.status,
         "created_offset": p.created_offset,
@@ -573,7 +603,7 @@ pub(crate) async fn audit(
         "decision": p.decision,
         "caused_events": caused,
         "state_after": state_after,
-    })))
+    }))
 }
 
 /// The (table, key) pairs an event's mappings write.
