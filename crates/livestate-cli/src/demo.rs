@@ -132,7 +132,9 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<Summary> {
     }
 
     println!("livestate demo: the example company, live, at {url} (directory {})", opts.dir.display());
-    println!("  approval inbox: {url}/v1/proposals?status=pending    API: {url}/v1/openapi.json");
+    println!(
+        "  approval inbox: {url}/inbox (sign in with the person:demo token)    API: {url}/v1/openapi.json"
+    );
     println!("  tokens (send as `Authorization: Bearer <token>`):");
     for (name, _, what) in PRINCIPALS {
         println!("    {name:<20} {}  {what}", tokens[name]);

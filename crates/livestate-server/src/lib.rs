@@ -28,6 +28,7 @@ mod openapi;
 mod proposals;
 mod reads;
 pub mod store;
+mod web;
 mod webhook;
 
 use std::collections::{BTreeMap, HashMap};
@@ -103,6 +104,10 @@ pub(crate) struct Shared {
     config: ServeConfig,
     /// Why proposals cannot be made with this spec, if they cannot.
     decisions_unsupported: Option<String>,
+    /// People signed in to the web inbox.
+    sessions: web::Sessions,
+    /// Each table's lag over the last hour (the web tables page plots it).
+    lag_history: web::LagHistory,
 }
 
 impl Shared {
@@ -222,6 +227,8 @@ pub async fn serve_with(
         deciding: tokio::sync::Mutex::new(()),
         config,
         decisions_unsupported,
+        sessions: web::Sessions::default(),
+        lag_history: web::LagHistory::default(),
     });
 
     let derive_loop = tokio::spawn(derive_loop(Arc::clone(&shared), derivers, barrier_rx, stop_rx.clone()));
@@ -235,6 +242,7 @@ pub async fn serve_with(
         })
         .collect();
 
+    let sampler = tokio::spawn(web::sample_lag(Arc::clone(&shared), stop_rx.clone()));
     let app = router(Arc::clone(&shared));
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
@@ -247,6 +255,7 @@ pub async fn serve_with(
     for w in webhooks {
         let _ = w.await;
     }
+    let _ = sampler.await;
     served?;
     derived?;
     followed?;
@@ -272,6 +281,19 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/proposals/{id}/audit", get(proposals::audit))
         .route("/v1/outbox/{module}", get(proposals::outbox))
         .route("/metrics", get(reads::metrics))
+        // The web inbox for people (cookie sessions; see `web`).
+        .route("/", get(web::root))
+        .route("/assets/app.css", get(web::asset_css))
+        .route("/assets/app.js", get(web::asset_js))
+        .route("/signin", get(web::signin_page).post(web::signin))
+        .route("/signout", post(web::signout))
+        .route("/inbox", get(web::inbox))
+        .route("/inbox/rows", get(web::inbox_fragment))
+        .route("/inbox/events", get(web::inbox_events))
+        .route("/proposals/{id}", get(web::proposal))
+        .route("/proposals/{id}/decide", post(web::decide))
+        .route("/proposals/{id}/audit", get(web::lineage))
+        .route("/tables", get(web::tables))
         .fallback(|| async { ApiError::not_found("no such route (see /v1/openapi.json)") })
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(shared)

@@ -1,0 +1,191 @@
+//! The web inbox in headless Chromium (through ChromeDriver): an agent's token cannot sign in;
+//! a person signs in, sees a proposal appear without reloading, opens it, sees the evidence
+//! rows from the pinned snapshot, approves, and sees the inbox update; a decision made
+//! elsewhere meanwhile is refused with a clear message. Screenshots of the inbox and of a
+//! proposal are saved as test artefacts.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{event, start};
+use fantoccini::{ClientBuilder, Locator};
+use serde_json::json;
+
+struct Driver(Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn artifacts() -> PathBuf {
+    let dir = std::env::var_os("LIVESTATE_ARTIFACTS").map(PathBuf::from).unwrap_or_else(|| {
+        let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| {
+            PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it")).join("../../target")
+        });
+        target.join("test-artifacts")
+    });
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+async fn wait_for(c: &fantoccini::Client, css: &str) -> fantoccini::elements::Element {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Ok(e) = c.find(Locator::Css(css)).await {
+            return e;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "`{css}` never appeared; page: {}",
+            c.source().await.unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn proposal(snapshot: &serde_json::Value, row: &serde_json::Value, key: &str) -> serde_json::Value {
+    json!({
+        "kind": "replenishment_order", "module": "procurement", "summary": format!("Order bolts ({key})"),
+        "action": {"item": "bolt", "qty": 65, "supplier": "acme"},
+        "sources": [{"table": "stock", "snapshot_id": snapshot, "rows": [row]}],
+        "rule": {"name": "order-up-to-target", "version": "1", "parameters": {"target": 100}, "text": "order up to the target"},
+        "risk": {"level": "medium", "reasons": ["order value over limit"]},
+        "idempotency_key": key
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_signs_in_sees_a_proposal_arrive_opens_its_evidence_and_approves_it() {
+    let chromedriver = ["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("ChromeDriver is missing: install the Debian packages chromium and chromium-driver (scripts/check does)");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let _driver = Driver(
+        Command::new(chromedriver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({"binary": "/usr/bin/chromium", "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"]}),
+    );
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let c = loop {
+        match ClientBuilder::new(connector.clone())
+            .capabilities(caps.clone())
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
+        {
+            Ok(c) => break c,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "ChromeDriver did not start: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+
+    let server = start().await;
+    let url = server.url();
+    let admin = server.client("admin");
+    admin
+        .emit(&event(
+            "c1",
+            "inventory.stock_counted",
+            json!({"item": "bolt", "location": "north", "on_hand": 50}),
+        ))
+        .await
+        .unwrap();
+    let read = admin.consistent_read(&[json!({"table": "stock", "keys": {"item": "bolt"}})]).await.unwrap();
+    let (snapshot, row) =
+        (read["results"][0]["receipt"]["snapshot_id"].clone(), read["results"][0]["rows"][0].clone());
+
+    // An agent's token does not open the inbox.
+    c.goto(&format!("{url}/inbox")).await.unwrap();
+    assert!(c.current_url().await.unwrap().path().starts_with("/signin"));
+    c.find(Locator::Css("#token"))
+        .await
+        .unwrap()
+        .send_keys(&server.tokens["agent:procurement"])
+        .await
+        .unwrap();
+    c.find(Locator::Css("form button[type=submit]")).await.unwrap().click().await.unwrap();
+    let refused = wait_for(&c, ".flash.error").await.text().await.unwrap();
+    assert!(refused.contains("Only people sign in here"), "{refused}");
+
+    // A person signs in.
+    c.find(Locator::Css("#token")).await.unwrap().send_keys(&server.tokens["person:ana"]).await.unwrap();
+    c.find(Locator::Css("form button[type=submit]")).await.unwrap().click().await.unwrap();
+    wait_for(&c, "#pending").await;
+    assert!(c.source().await.unwrap().contains("Nothing waiting"));
+
+    // A proposal appears without a reload.
+    c.execute("window.__not_reloaded = 42; return 0;", vec![]).await.unwrap();
+    let agent = server.client("agent:procurement");
+    let created = agent.propose(&proposal(&snapshot, &row, "first")).await.unwrap();
+    let id = created["id"].as_str().unwrap().to_string();
+    let appeared = wait_for(&c, &format!("tr[data-proposal='{id}']")).await;
+    assert!(appeared.text().await.unwrap().contains("Order bolts (first)"));
+    let same_page = c.execute("return window.__not_reloaded;", vec![]).await.unwrap();
+    assert_eq!(same_page, json!(42), "the row arrived by server-sent events, not a reload");
+    let out = artifacts();
+    std::fs::write(out.join("inbox.png"), c.screenshot().await.unwrap()).unwrap();
+
+    // The proposal page shows the evidence rows from the pinned snapshot.
+    c.find(Locator::Css(&format!("tr[data-proposal='{id}'] a"))).await.unwrap().click().await.unwrap();
+    let evidence =
+        wait_for(&c, "section[aria-label='Evidence from stock'] table").await.text().await.unwrap();
+    assert!(evidence.contains("bolt") && evidence.contains("north") && evidence.contains("50"), "{evidence}");
+    let page = c.source().await.unwrap();
+    assert!(
+        page.contains("order-up-to-target") && page.contains("order value over limit"),
+        "rule and risk shown"
+    );
+    c.execute(
+        "document.querySelector(\"section[aria-label='Evidence from stock']\").scrollIntoView(); return 0;",
+        vec![],
+    )
+    .await
+    .unwrap();
+    std::fs::write(out.join("proposal.png"), c.screenshot().await.unwrap()).unwrap();
+
+    // Approve with a reason.
+    c.find(Locator::Css("#reason")).await.unwrap().send_keys("needed this week").await.unwrap();
+    c.find(Locator::Css("button.approve")).await.unwrap().click().await.unwrap();
+    let decided = wait_for(&c, "#decision").await.text().await.unwrap();
+    assert!(decided.contains("approved") && decided.contains("person:ana"), "{decided}");
+    assert_eq!(server.client("admin").proposal(&id).await.unwrap()["proposal"]["status"], "approved");
+
+    // Decided elsewhere while the page was open: a clear refusal.
+    let second = agent.propose(&proposal(&snapshot, &row, "second")).await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    c.goto(&format!("{url}/proposals/{second}")).await.unwrap();
+    wait_for(&c, "#reason").await.send_keys("me too").await.unwrap();
+    server.client("person:ana").decide(&second, false, "decided by phone").await.unwrap();
+    c.find(Locator::Css("button.approve")).await.unwrap().click().await.unwrap();
+    let refusal = wait_for(&c, ".flash.error").await.text().await.unwrap();
+    assert!(refusal.contains("already rejected by person:ana"), "{refusal}");
+
+    // The inbox no longer lists either; the tables page shows budgets and lag.
+    c.goto(&format!("{url}/inbox")).await.unwrap();
+    let pending = wait_for(&c, "#pending").await.text().await.unwrap();
+    assert!(pending.contains("Nothing waiting"), "{pending}");
+    c.goto(&format!("{url}/tables")).await.unwrap();
+    let tables = wait_for(&c, "main table").await.text().await.unwrap();
+    assert!(tables.contains("stock") && tables.contains("200ms"), "{tables}");
+    c.close().await.unwrap();
+    eprintln!("screenshots: {}", out.display());
+}
