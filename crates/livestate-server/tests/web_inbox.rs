@@ -167,6 +167,24 @@ async fn a_person_signs_in_sees_a_proposal_arrive_opens_its_evidence_and_approve
     assert!(decided.contains("approved") && decided.contains("person:ana"), "{decided}");
     assert_eq!(server.client("admin").proposal(&id).await.unwrap()["proposal"]["status"], "approved");
 
+    // The lineage: proposal, decision, (no module events yet), state now.
+    c.goto(&format!("{url}/proposals/{id}/audit")).await.unwrap();
+    let lineage = wait_for(&c, "ol.lineage").await.text().await.unwrap();
+    assert!(lineage.contains("approved by person:ana") && lineage.contains("needed this week"), "{lineage}");
+
+    // A form post without the session's CSRF token is refused and decides nothing.
+    let third = agent.propose(&proposal(&snapshot, &row, "third")).await.unwrap()["id"].as_str().unwrap().to_string();
+    let status = c
+        .execute(
+            "return fetch('/proposals/' + arguments[0] + '/decide', {method: 'POST', headers: {'Content-Type': 'application/x-www-form-urlencoded'}, body: 'csrf=forged&decision=approve&reason=x'}).then(r => r.status);",
+            vec![json!(third)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, json!(403));
+    assert_eq!(server.client("admin").proposal(&third).await.unwrap()["proposal"]["status"], "pending");
+    server.client("person:ana").decide(&third, false, "cleanup").await.unwrap();
+
     // Decided elsewhere while the page was open: a clear refusal.
     let second = agent.propose(&proposal(&snapshot, &row, "second")).await.unwrap()["id"]
         .as_str()
