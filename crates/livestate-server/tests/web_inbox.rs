@@ -173,7 +173,8 @@ async fn a_person_signs_in_sees_a_proposal_arrive_opens_its_evidence_and_approve
     assert!(lineage.contains("approved by person:ana") && lineage.contains("needed this week"), "{lineage}");
 
     // A form post without the session's CSRF token is refused and decides nothing.
-    let third = agent.propose(&proposal(&snapshot, &row, "third")).await.unwrap()["id"].as_str().unwrap().to_string();
+    let third =
+        agent.propose(&proposal(&snapshot, &row, "third")).await.unwrap()["id"].as_str().unwrap().to_string();
     let status = c
         .execute(
             "return fetch('/proposals/' + arguments[0] + '/decide', {method: 'POST', headers: {'Content-Type': 'application/x-www-form-urlencoded'}, body: 'csrf=forged&decision=approve&reason=x'}).then(r => r.status);",
