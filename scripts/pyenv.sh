@@ -12,7 +12,8 @@ set -euo pipefail
 VENV="${LIVESTATE_VENV:-$HOME/.cache/livestate/venv}"
 PYTHON="${PYTHON:-python3}"
 
-# pypaimon 2.1.0 and the dependency versions it resolved to when this script was
+# pypaimon 2.1.0 (the reference reader) and the MCP Python SDK (the reference MCP client), and the
+# dependency versions it resolved to when this script was
 # written (Python 3.11). Changing this list changes the marker, forcing a reinstall.
 REQUIREMENTS="pypaimon==2.1.0
 pyarrow==19.0.1
@@ -30,7 +31,8 @@ pyroaring==1.2.0
 readerwriterlock==1.0.10
 PyYAML==6.0.4
 requests==2.34.2
-urllib3==2.8.0"
+urllib3==2.8.0
+mcp==2.3.0"
 
 MARKER="$VENV/.livestate-pyenv"
 VENV_PY="$VENV/bin/python"
@@ -57,7 +59,7 @@ if ! installed; then
         printf '%s\n' "$REQUIREMENTS" >"$req_file"
         PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV_PY" -m pip install --quiet -r "$req_file" >&2
         # Fail here, not in the test, if the install is unusable.
-        "$VENV_PY" -c 'import pypaimon, pyarrow; from pypaimon import CatalogFactory' >&2
+        "$VENV_PY" -c 'import pypaimon, pyarrow, mcp; from pypaimon import CatalogFactory' >&2
         printf '%s' "$REQUIREMENTS" >"$MARKER"
     fi
     exec 9>&-

@@ -160,6 +160,37 @@ Ctrl-C commits what is pending and stops.\n\nExamples:\n  livestate token add --
         #[arg(long, value_name = "MODULE=URL", value_parser = parse_webhook)]
         webhook: Vec<(String, String)>,
     },
+    /// Run one read-only SQL query over the state tables (paimon-datafusion).
+    #[command(
+        after_help = "Only queries: INSERT, UPDATE, DELETE, CALL, DDL, COPY and second statements are refused on the\n\
+query's plan. Time travel: `FROM stock VERSION AS OF 12` or `VERSION AS OF 'tag'`. Each table read gets a receipt.\n\n\
+Examples:\n  livestate sql --dir ./acme \"SELECT item, sum(on_hand) AS on_hand FROM stock GROUP BY item ORDER BY item\"\n  livestate sql --dir ./acme \"SELECT * FROM stock VERSION AS OF 3 WHERE item = 'bolt'\" --json"
+    )]
+    Sql {
+        #[arg(long, default_value = "./livestate-data", env = "LIVESTATE_DIR")]
+        dir: PathBuf,
+        /// The query
+        query: String,
+        /// At most this many rows
+        #[arg(long, default_value_t = 1000)]
+        limit: usize,
+        /// Print rows and receipts as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serve the Model Context Protocol on stdio for an LLM agent, acting with its token.
+    #[command(
+        after_help = "Tools: list_tables, describe_table, read_rows, consistent_read, sql, propose, proposal_status,\n\
+wait_for_trigger; resources: livestate://tables/NAME. Every call goes through the HTTP API with the agent's token,\n\
+so the token decides what the agent may do.\n\nExample (an MCP client's server command):\n  livestate mcp --url http://127.0.0.1:7070 --token $AGENT_TOKEN"
+    )]
+    Mcp {
+        #[arg(long, default_value = "http://127.0.0.1:7070", env = "LIVESTATE_URL")]
+        url: String,
+        /// The agent's token
+        #[arg(long, env = "LIVESTATE_TOKEN", hide_env_values = true)]
+        token: String,
+    },
     /// Manage who may call the API: issue, revoke and list tokens (stored hashed).
     #[command(subcommand)]
     Token(TokenCommand),

@@ -69,6 +69,8 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Token(t) => token(t),
+        Command::Sql { dir, query, limit, json } => sql(&dir, &query, limit, json).await,
+        Command::Mcp { url, token } => Ok(livestate_mcp::serve_stdio(&url, &token).await?),
         Command::Audit { id, url, token, json } => audit(&id, &url, &token, json).await,
         Command::Watch { dir, trigger, consumer, peek } => watch(&dir, &trigger, &consumer, peek).await,
         Command::Expire { dir, table, orphans_older_than } => expire(&dir, table, orphans_older_than).await,
@@ -105,6 +107,38 @@ fn token(cmd: crate::args::TokenCommand) -> anyhow::Result<()> {
                 println!("{}{scopes}", p.name);
             }
         }
+    }
+    Ok(())
+}
+
+async fn sql(dir: &Path, query: &str, limit: usize, json: bool) -> anyhow::Result<()> {
+    let ctx = ReadCtx::open(dir).await?;
+    let (spec, catalog, lag) = ctx.parts();
+    let limits = livestate_sql::Limits { rows: limit, ..Default::default() };
+    let answer = livestate_sql::query(catalog, spec, &lag, query, limits).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&answer)?);
+        return Ok(());
+    }
+    let cells: Vec<Vec<String>> = answer
+        .rows
+        .iter()
+        .map(|r| {
+            answer
+                .columns
+                .iter()
+                .map(|c| match &r[c.as_str()] {
+                    serde_json::Value::String(s) => s.clone(),
+                    serde_json::Value::Null => "null".into(),
+                    v => v.to_string(),
+                })
+                .collect()
+        })
+        .collect();
+    print!("{}", render::grid(&answer.columns, &cells));
+    println!("{} row(s){}", answer.rows.len(), if answer.truncated { " (limit reached)" } else { "" });
+    for r in &answer.receipts {
+        println!("{}", render::receipt_line(r));
     }
     Ok(())
 }

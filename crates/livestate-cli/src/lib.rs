@@ -52,6 +52,8 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
                 .is_some_and(livestate_engine::is_input_error)
                 || e.downcast_ref::<livestate_server::auth::AuthError>()
                     .is_some_and(|a| !matches!(a, livestate_server::auth::AuthError::File { .. }))
+                || e.downcast_ref::<livestate_sql::SqlError>()
+                    .is_some_and(livestate_sql::SqlError::is_input_error)
                 || e.downcast_ref::<livestate_client::ClientError>()
                     .and_then(livestate_client::ClientError::status)
                     .is_some_and(|s| s.is_client_error());

@@ -14,7 +14,8 @@
 
 use std::time::Duration;
 
-use reqwest::{Method, StatusCode};
+use reqwest::Method;
+pub use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 /// Why a call failed.
@@ -174,6 +175,35 @@ impl Client {
             q.push_str(&format!("&consumer={}", enc(c)));
         }
         self.get(&format!("/v1/triggers/{}/firings?{q}", enc(trigger))).await
+    }
+
+    /// `GET /v1/tables/{table}/schema`: columns and types, primary key, merge engine, budget.
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn schema(&self, table: &str) -> Result<Value, ClientError> {
+        self.get(&format!("/v1/tables/{}/schema", enc(table))).await
+    }
+
+    /// `POST /v1/sql`: one read-only query; rows and a receipt per table read.
+    ///
+    /// # Errors
+    /// [`ClientError`] (400 names why a query is refused).
+    pub async fn sql(&self, query: &str, limit: Option<usize>) -> Result<Value, ClientError> {
+        let mut body = json!({"query": query});
+        if let Some(l) = limit {
+            body["limit"] = json!(l);
+        }
+        self.post("/v1/sql", &body).await
+    }
+
+    /// The next firing of `trigger` for the caller, handed over (acknowledged) at once.
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn next_firing(&self, trigger: &str) -> Result<Option<Value>, ClientError> {
+        let v = self.get(&format!("/v1/triggers/{}/firings?limit=1", enc(trigger))).await?;
+        Ok(v["firings"].as_array().and_then(|f| f.first()).cloned())
     }
 
     /// `POST /v1/proposals`.

@@ -249,32 +249,7 @@ pub async fn read(
                 At::Tag(t) => (paimon::spec::SCAN_TAG_NAME_OPTION, t.clone()),
                 At::Latest => unreachable!("handled above"),
             };
-            let snap = match at {
-                At::Snapshot(id) => {
-                    let sm = table.snapshot_manager();
-                    let ids = sm.list_all_ids().await.map_err(paimon_err(&full, "list snapshots"))?;
-                    if !ids.contains(id) {
-                        let kept = match (ids.first(), ids.last()) {
-                            (Some(a), Some(b)) => format!("snapshots kept: {a}..={b}"),
-                            _ => "the table has no snapshot yet".into(),
-                        };
-                        return Err(EngineError::BadRequest {
-                            table: ts.name.clone(),
-                            message: format!("no snapshot {id} ({kept})"),
-                        });
-                    }
-                    sm.get_snapshot(*id).await.map_err(paimon_err(&full, "read snapshot"))?
-                }
-                At::Tag(t) => {
-                    table.tag_manager().get(t).await.map_err(paimon_err(&full, "read tag"))?.ok_or_else(
-                        || EngineError::BadRequest {
-                            table: ts.name.clone(),
-                            message: format!("no tag `{t}`"),
-                        },
-                    )?
-                }
-                At::Latest => unreachable!("handled above"),
-            };
+            let snap = snapshot_at(&table, &ts, at).await?;
             if let At::Snapshot(id) = at {
                 if let Some(mut rows) = from_index(&ts, &filters, index, |m| m.snapshot_id == Some(*id))? {
                     sort_by_key(&ts, &mut rows);
@@ -293,6 +268,53 @@ pub async fn read(
     let mut rows = scan(&table, &ts, &filters).await?;
     sort_by_key(&ts, &mut rows);
     Ok(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt })
+}
+
+/// The snapshot `at` names (`At::Latest` is not a past version).
+async fn snapshot_at(table: &Table, ts: &TableSpec, at: &At) -> Result<Snapshot, EngineError> {
+    let full = format!("{STATE_DB}.{}", ts.name);
+    match at {
+        At::Snapshot(id) => {
+            let sm = table.snapshot_manager();
+            let ids = sm.list_all_ids().await.map_err(paimon_err(&full, "list snapshots"))?;
+            if !ids.contains(id) {
+                let kept = match (ids.first(), ids.last()) {
+                    (Some(a), Some(b)) => format!("snapshots kept: {a}..={b}"),
+                    _ => "the table has no snapshot yet".into(),
+                };
+                return Err(EngineError::BadRequest {
+                    table: ts.name.clone(),
+                    message: format!("no snapshot {id} ({kept})"),
+                });
+            }
+            sm.get_snapshot(*id).await.map_err(paimon_err(&full, "read snapshot"))
+        }
+        At::Tag(t) => {
+            table.tag_manager().get(t).await.map_err(paimon_err(&full, "read tag"))?.ok_or_else(|| {
+                EngineError::BadRequest { table: ts.name.clone(), message: format!("no tag `{t}`") }
+            })
+        }
+        At::Latest => unreachable!("callers handle the latest version"),
+    }
+}
+
+/// The receipt of `table` at `at`, without reading rows.
+///
+/// # Errors
+/// [`EngineError::UnknownTable`], [`EngineError::BadRequest`] for a missing snapshot or tag,
+/// Paimon errors.
+pub async fn receipt(
+    catalog: &FileSystemCatalog,
+    spec: &CompanySpec,
+    table: &str,
+    at: &At,
+    lag: &LagSource<'_>,
+) -> Result<Receipt, EngineError> {
+    let (t, ts) = get_table(catalog, spec, table).await?;
+    match at {
+        At::Latest => latest_receipt(&t, &ts, lag).await,
+        at => Ok(past_receipt(&ts, &snapshot_at(&t, &ts, at).await?)),
+    }
 }
 
 /// The receipt of a past snapshot (or the snapshot a tag names): no lag, since it is not the

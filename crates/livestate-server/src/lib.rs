@@ -10,7 +10,9 @@
 //! | `POST /v1/events` | `emit:<module>` | JSON-lines body; every line checked, then appended durably |
 //! | `GET /v1/tables` | `read` | every state table: budget, receipt (lag against budget), files and runs |
 //! | `GET /v1/tables/{table}/rows` | `read` | rows with a receipt; `col=value`, `where=`, `limit=`, `snapshot=N` or `tag=T` |
+//! | `GET /v1/tables/{table}/schema` | `read` | columns and types, primary key, merge engine, budget, options |
 //! | `POST /v1/reads` | `read` | several tables as of one record offset (a barrier) |
+//! | `POST /v1/sql` | `read` | one read-only SQL query (checked on its plan), with a receipt per table |
 //! | `GET /v1/triggers/{trigger}/firings` | `subscribe` | firings after the caller's cursor |
 //! | `GET /v1/triggers/{trigger}/stream` | `subscribe` | the same as server-sent events |
 //! | `POST /v1/proposals` | `propose` | checks and pins the cited snapshots, records the proposal |
@@ -272,7 +274,9 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/events", post(post_events))
         .route("/v1/tables", get(reads::tables))
         .route("/v1/tables/{table}/rows", get(reads::rows))
+        .route("/v1/tables/{table}/schema", get(reads::schema))
         .route("/v1/reads", post(reads::consistent))
+        .route("/v1/sql", post(reads::sql))
         .route("/v1/triggers/{trigger}/firings", get(reads::firings))
         .route("/v1/triggers/{trigger}/stream", get(reads::stream))
         .route("/v1/proposals", post(proposals::create).get(proposals::list))

@@ -15,6 +15,8 @@ use utoipa::{Modify, OpenApi};
         crate::reads::tables,
         crate::reads::rows,
         crate::reads::consistent,
+        crate::reads::schema,
+        crate::reads::sql,
         crate::reads::firings,
         crate::reads::stream,
         crate::reads::metrics,
@@ -28,6 +30,7 @@ use utoipa::{Modify, OpenApi};
     components(schemas(
         crate::reads::ConsistentRead,
         crate::reads::TableRead,
+        crate::reads::SqlRequest,
         crate::proposals::NewProposal,
         crate::proposals::Source,
         crate::proposals::Rule,

@@ -363,3 +363,65 @@ pub(crate) async fn metrics(State(s): State<Arc<Shared>>, caller: Caller) -> Res
     );
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response())
 }
+
+#[utoipa::path(get, path = "/v1/tables/{table}/schema", security(("token" = [])), params(("table" = String, Path)),
+    responses((status = 200, description = "Columns and types, primary key, merge engine, freshness budget, Paimon options"), (status = 404, description = "Unknown table")))]
+pub(crate) async fn schema(
+    State(s): State<Arc<Shared>>,
+    caller: Caller,
+    UrlPath(table): UrlPath<String>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(Permission::Read)?;
+    let ts = s.ls.spec.table(&table).ok_or_else(|| EngineError::UnknownTable {
+        name: table.clone(),
+        known: s.ls.spec.tables.keys().cloned().collect(),
+    })?;
+    let columns: Vec<Value> = ts
+        .columns
+        .iter()
+        .map(|(c, t)| json!({"name": c, "type": t.to_string(), "key": ts.is_key(c)}))
+        .collect();
+    Ok(Json(json!({
+        "table": ts.name, "description": ts.description, "columns": columns, "primary_key": ts.primary_key,
+        "merge_engine": ts.merge_engine.as_str(), "budget": ts.freshness.to_string(), "options": ts.options,
+    })))
+}
+
+/// A read-only SQL query.
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SqlRequest {
+    /// One query; `FROM t VERSION AS OF 12` or `VERSION AS OF 'tag'` reads a past version.
+    pub query: String,
+    /// At most this many rows (default 1000, at most 10000).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// Longest a SQL query may run.
+const SQL_TIME_LIMIT: Duration = Duration::from_secs(30);
+
+#[utoipa::path(post, path = "/v1/sql", security(("token" = [])), request_body = SqlRequest,
+    responses((status = 200, description = "`columns`, `rows`, `truncated` and a receipt per table read"),
+        (status = 400, description = "Not a single read-only query (the refusal names the operator), or it does not plan"),
+        (status = 408, description = "Ran past the time limit")))]
+pub(crate) async fn sql(
+    State(s): State<Arc<Shared>>,
+    caller: Caller,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(Permission::Read)?;
+    let req: SqlRequest = parse_body(&body)?;
+    let limits =
+        livestate_sql::Limits { rows: req.limit.unwrap_or(1000).clamp(1, 10_000), time: SQL_TIME_LIMIT };
+    let answer = livestate_sql::query(&s.ls.catalog, &s.ls.spec, &s.ls.lag_source(), &req.query, limits)
+        .await
+        .map_err(|e| match e {
+            livestate_sql::SqlError::Timeout(_) => {
+                ApiError::new(axum::http::StatusCode::REQUEST_TIMEOUT, e.to_string())
+            }
+            e if e.is_input_error() => ApiError::bad_request(e.to_string()),
+            e => ApiError::internal(e),
+        })?;
+    Ok(Json(serde_json::to_value(answer).map_err(ApiError::internal)?))
+}

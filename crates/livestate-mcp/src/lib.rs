@@ -1,0 +1,319 @@
+//! `livestate mcp`: a Model Context Protocol server on stdio for LLM agents.
+//!
+//! Every tool is one call of the public HTTP API with the agent's own token (through
+//! [`livestate_client`]), so the token decides what the agent may do and this server adds no
+//! power of its own: an agent token reads, subscribes and proposes; it cannot decide, emit or
+//! write state, here or anywhere. Every tool that reads state returns the receipts it got, so
+//! the agent can cite them in a proposal. Table schemas are resources (`livestate://tables/NAME`).
+
+use std::time::Duration;
+
+use livestate_client::{Client, ClientError};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolResult, ContentBlock, Implementation, ListResourcesResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents,
+    ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{
+    schemars, tool, tool_handler, tool_router, ErrorData as McpError, RoleServer, ServerHandler, ServiceExt,
+};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+/// Why the MCP server stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum McpServerError {
+    #[error("{0}")]
+    Client(#[from] ClientError),
+    #[error("MCP transport: {0}")]
+    Transport(String),
+}
+
+/// The MCP server: a client of the livestate API with one agent's token.
+#[derive(Clone)]
+pub struct LivestateMcp {
+    client: Client,
+    tool_router: ToolRouter<LivestateMcp>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct TableArg {
+    /// A state table, e.g. `stock`
+    pub table: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ReadRowsArgs {
+    /// A state table, e.g. `stock`
+    pub table: String,
+    /// Column filters, e.g. {"item": "part-0001"}
+    #[serde(default)]
+    pub keys: Map<String, Value>,
+    /// A condition over the columns, e.g. `on_hand < 10 and location == 'north'`
+    #[serde(default, rename = "where")]
+    pub condition: Option<String>,
+    /// At most this many rows (default 100)
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Read this past snapshot instead of the latest
+    #[serde(default)]
+    pub snapshot: Option<i64>,
+    /// Read the snapshot this tag pins
+    #[serde(default)]
+    pub tag: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ConsistentReadArgs {
+    /// Tables to read as of one record offset: each {"table", "keys"?, "where"?, "limit"?}
+    pub tables: Vec<Value>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SqlArgs {
+    /// One read-only query, e.g. `SELECT item, sum(on_hand) FROM stock GROUP BY item`; time travel with `FROM stock VERSION AS OF 12`
+    pub query: String,
+    /// At most this many rows (default 1000)
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ProposeArgs {
+    /// What kind of action, e.g. `replenishment_order`
+    pub kind: String,
+    /// The module that would carry it out, e.g. `procurement`
+    pub module: String,
+    /// One line for the approval inbox
+    pub summary: String,
+    /// The drafted action (a JSON object)
+    pub action: Map<String, Value>,
+    /// What you read: each {"table", "snapshot_id", "offset"?, "keys"?, "rows"?}, from the receipts
+    pub sources: Vec<Value>,
+    /// The rule applied: {"name", "version", "parameters"?, "text"}
+    pub rule: Value,
+    /// {"level": "low"|"medium"|"high", "reasons": [...]}
+    pub risk: Value,
+    /// Retrying with the same key makes no second proposal
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ProposalArg {
+    /// A proposal id, e.g. `p0123456789abcd`
+    pub id: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct WaitArgs {
+    /// A trigger, e.g. `stock_below_reorder_point`
+    pub trigger: String,
+    /// Give up after this many seconds (default 30, at most 300)
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+}
+
+fn answer(v: Result<Value, ClientError>) -> Result<CallToolResult, McpError> {
+    match v {
+        Ok(v) => Ok(CallToolResult::success(vec![ContentBlock::text(
+            serde_json::to_string_pretty(&v).unwrap_or_default(),
+        )])),
+        // The API's refusal (403, 400, 404...) is the tool's answer: the agent reads why.
+        Err(e) => Ok(CallToolResult::error(vec![ContentBlock::text(e.to_string())])),
+    }
+}
+
+#[tool_router]
+impl LivestateMcp {
+    /// A server acting with `token` against the livestate API at `url`.
+    ///
+    /// # Errors
+    /// A URL that is not http(s).
+    pub fn new(url: &str, token: &str) -> Result<LivestateMcp, ClientError> {
+        Ok(LivestateMcp { client: Client::new(url, token)?, tool_router: Self::tool_router() })
+    }
+
+    #[tool(
+        description = "List the state tables: merge engine, freshness budget, and each table's receipt (snapshot, record offset, lag, whether within budget)."
+    )]
+    async fn list_tables(&self) -> Result<CallToolResult, McpError> {
+        answer(self.client.tables().await.map(|t| {
+            let list: Vec<Value> = t
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|i| json!({"name": i["name"], "merge_engine": i["merge_engine"], "budget": i["receipt"]["budget"], "receipt": i["receipt"]}))
+                .collect();
+            json!({"tables": list})
+        }))
+    }
+
+    #[tool(
+        description = "Describe one table: columns and types, primary key, merge engine, freshness budget, current lag, snapshots and tags."
+    )]
+    async fn describe_table(&self, Parameters(a): Parameters<TableArg>) -> Result<CallToolResult, McpError> {
+        answer(self.describe(&a.table).await)
+    }
+
+    #[tool(
+        description = "Read rows of a table by key or simple filters, with a receipt (snapshot, record offset, lag) to cite in a proposal."
+    )]
+    async fn read_rows(&self, Parameters(a): Parameters<ReadRowsArgs>) -> Result<CallToolResult, McpError> {
+        let mut params: Vec<(String, String)> = a
+            .keys
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_string)))
+            .collect();
+        if let Some(w) = a.condition {
+            params.push(("where".into(), w));
+        }
+        params.push(("limit".into(), a.limit.unwrap_or(100).to_string()));
+        if let Some(s) = a.snapshot {
+            params.push(("snapshot".into(), s.to_string()));
+        }
+        if let Some(t) = a.tag {
+            params.push(("tag".into(), t));
+        }
+        let refs: Vec<(&str, &str)> = params.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        answer(self.client.rows(&a.table, &refs).await)
+    }
+
+    #[tool(
+        description = "Read several tables as of ONE record offset (a consistent snapshot across tables), each with its receipt."
+    )]
+    async fn consistent_read(
+        &self,
+        Parameters(a): Parameters<ConsistentReadArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        answer(self.client.consistent_read(&a.tables).await)
+    }
+
+    #[tool(
+        description = "Run one read-only SQL query over the state tables (no INSERT, CALL, DDL, COPY or second statement; row and time limits). The answer carries a receipt per table read."
+    )]
+    async fn sql(&self, Parameters(a): Parameters<SqlArgs>) -> Result<CallToolResult, McpError> {
+        answer(self.client.sql(&a.query, a.limit).await)
+    }
+
+    #[tool(
+        description = "Propose an action for a person to approve: kind, module, summary, drafted action, the sources you read (receipts and rows), the rule applied and the risk. Returns the proposal id and the tags pinning your sources."
+    )]
+    async fn propose(&self, Parameters(a): Parameters<ProposeArgs>) -> Result<CallToolResult, McpError> {
+        let mut body = json!({
+            "kind": a.kind, "module": a.module, "summary": a.summary, "action": a.action,
+            "sources": a.sources, "rule": a.rule, "risk": a.risk,
+        });
+        if let Some(k) = a.idempotency_key {
+            body["idempotency_key"] = json!(k);
+        }
+        answer(self.client.propose(&body).await)
+    }
+
+    #[tool(
+        description = "The status of a proposal (pending, approved, rejected), its decision and its document."
+    )]
+    async fn proposal_status(
+        &self,
+        Parameters(a): Parameters<ProposalArg>,
+    ) -> Result<CallToolResult, McpError> {
+        answer(self.client.proposal(&a.id).await)
+    }
+
+    #[tool(
+        description = "Wait for the next firing of a trigger for this agent (its own cursor): the row's key, before and after, and the snapshot that committed it."
+    )]
+    async fn wait_for_trigger(
+        &self,
+        Parameters(a): Parameters<WaitArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_secs(a.timeout_seconds.unwrap_or(30).min(300));
+        loop {
+            match self.client.next_firing(&a.trigger).await {
+                Ok(Some(f)) => return answer(Ok(json!({"firing": f}))),
+                Ok(None) => {}
+                Err(e) => return answer(Err(e)),
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return answer(Ok(json!({"firing": null, "note": "no firing before the timeout"})));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+impl LivestateMcp {
+    async fn describe(&self, table: &str) -> Result<Value, ClientError> {
+        let tables = self.client.tables().await?;
+        let info = tables.as_array().into_iter().flatten().find(|t| t["name"] == table).cloned().ok_or_else(
+            || ClientError::Api { status: reqwest_404(), message: format!("unknown table `{table}`") },
+        )?;
+        let schema = self.client.schema(table).await?;
+        Ok(
+            json!({"name": table, "schema": schema, "merge_engine": info["merge_engine"], "receipt": info["receipt"], "health": info["health"]}),
+        )
+    }
+}
+
+fn reqwest_404() -> livestate_client::StatusCode {
+    livestate_client::StatusCode::NOT_FOUND
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for LivestateMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().build())
+            .with_server_info(Implementation::new("livestate", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Read the company's live state with receipts, propose actions citing them; a person decides. \
+                 Use consistent_read to see several tables as of one moment.",
+            )
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let tables = self.client.tables().await.map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let resources: Vec<Resource> = tables
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str())
+            .map(|n| Resource::new(format!("livestate://tables/{n}"), n.to_string()))
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let Some(table) = request.uri.strip_prefix("livestate://tables/") else {
+            return Err(McpError::resource_not_found(format!("no resource {}", request.uri), None));
+        };
+        let v = self.describe(table).await.map_err(|e| McpError::resource_not_found(e.to_string(), None))?;
+        let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+        Ok(ReadResourceResult::new(vec![ResourceContents::text(text, request.uri)]).into())
+    }
+}
+
+/// Serves MCP on stdin/stdout until the client closes it.
+///
+/// # Errors
+/// The transport failed.
+pub async fn serve_stdio(url: &str, token: &str) -> Result<(), McpServerError> {
+    let server = LivestateMcp::new(url, token)?;
+    let running = server
+        .serve(rmcp::transport::io::stdio())
+        .await
+        .map_err(|e| McpServerError::Transport(e.to_string()))?;
+    running.waiting().await.map_err(|e| McpServerError::Transport(e.to_string()))?;
+    Ok(())
+}
