@@ -65,7 +65,10 @@ async def main(binary, url, token):
                 ("comment_trick", "SELECT 1 /* harmless */; DROP TABLE stock -- ;"),
             ]:
                 r = await session.call_tool("sql", {"query": query})
-                out["refused"][name] = {"is_error": bool(r.isError), "text": text_of(r)}
+                is_error = getattr(r, "is_error", None)
+                if is_error is None:
+                    is_error = getattr(r, "isError", False)
+                out["refused"][name] = {"is_error": bool(is_error), "text": text_of(r)}
 
             # An agent's token cannot decide, whatever it asks for.
             out["tools_cannot_decide"] = "decide" not in " ".join(out["tools"])
