@@ -4,25 +4,14 @@
 //! to write through `sql` (INSERT, CALL sys.create_tag, DROP, two statements, a comment trick)
 //! is refused and changes nothing.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{python, repo};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-
-fn repo() -> PathBuf {
-    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn python() -> String {
-    if let Ok(p) = std::env::var("LIVESTATE_PYTHON") {
-        return p;
-    }
-    let out =
-        Command::new("bash").arg(repo().join("scripts/pyenv.sh")).output().expect("run scripts/pyenv.sh");
-    assert!(out.status.success(), "scripts/pyenv.sh failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().lines().last().unwrap().trim().to_string()
-}
 
 fn livestate(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_livestate")).args(args).output().unwrap();

@@ -3,32 +3,15 @@
 //!
 //! The Python environment comes from `scripts/pyenv.sh` (or `LIVESTATE_PYTHON`).
 
+mod common;
+
+use common::{python, repo};
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
-
-fn repo() -> PathBuf {
-    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn python() -> String {
-    if let Ok(p) = std::env::var("LIVESTATE_PYTHON") {
-        return p;
-    }
-    let out =
-        Command::new("bash").arg(repo().join("scripts/pyenv.sh")).output().expect("run scripts/pyenv.sh");
-    assert!(out.status.success(), "scripts/pyenv.sh failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .last()
-        .expect("pyenv.sh prints the python path")
-        .trim()
-        .to_string()
-}
 
 fn livestate(dir: &Path, args: &[&str]) -> String {
     let out =

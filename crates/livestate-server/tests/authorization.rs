@@ -72,17 +72,7 @@ fn proposal(snapshot: i64, key: &str) -> String {
 async fn every_endpoint_answers_every_role_as_the_role_matrix_says() {
     let server = start().await;
     let url = server.url();
-    let admin = server.client("admin");
-    admin
-        .emit(&event(
-            "c0",
-            "inventory.stock_counted",
-            json!({"item": "bolt", "location": "north", "on_hand": 5}),
-        ))
-        .await
-        .unwrap();
-    let read = admin.consistent_read(&[json!({"table": "stock"})]).await.unwrap();
-    let snapshot = read["results"][0]["receipt"]["snapshot_id"].as_i64().unwrap();
+    let snapshot = common::bolt_in_stock(&server, 5).await.0.as_i64().unwrap();
     let created = server
         .client("agent:procurement")
         .propose(&serde_json::from_str(&proposal(snapshot, "seed")).unwrap())
@@ -246,16 +236,7 @@ async fn bad_requests_get_a_4xx_naming_the_problem_and_change_nothing() {
     let server = start().await;
     let url = server.url();
     let admin = server.client("admin");
-    admin
-        .emit(&event(
-            "c0",
-            "inventory.stock_counted",
-            json!({"item": "bolt", "location": "north", "on_hand": 5}),
-        ))
-        .await
-        .unwrap();
-    let read = admin.consistent_read(&[json!({"table": "stock"})]).await.unwrap();
-    let snapshot = read["results"][0]["receipt"]["snapshot_id"].as_i64().unwrap();
+    let snapshot = common::bolt_in_stock(&server, 5).await.0.as_i64().unwrap();
     let head_before = server.client("admin").tables().await.unwrap();
     let offset_before =
         reqwest::get(format!("{url}/v1/health")).await.unwrap().json::<Value>().await.unwrap()
@@ -489,13 +470,13 @@ async fn bad_requests_get_a_4xx_naming_the_problem_and_change_nothing() {
             Method::POST,
             "/v1/events",
             event(
-                "c0",
+                "bolt-5",
                 "inventory.stock_counted",
                 json!({"item": "bolt", "location": "north", "on_hand": 6}),
             )
             .into_bytes(),
             409,
-            "c0",
+            "bolt-5",
         ),
         (
             "module:procurement",

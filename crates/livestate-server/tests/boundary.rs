@@ -335,17 +335,7 @@ async fn an_approved_proposal_is_posted_to_the_module_webhook_until_it_answers_2
         ..Default::default()
     };
     let server = common::start_with(config).await;
-    let admin = server.client("admin");
-    admin
-        .emit(&event(
-            "c1",
-            "inventory.stock_counted",
-            json!({"item": "bolt", "location": "north", "on_hand": 5}),
-        ))
-        .await
-        .unwrap();
-    let read = admin.consistent_read(&[json!({"table": "stock"})]).await.unwrap();
-    let snapshot = read["results"][0]["receipt"]["snapshot_id"].clone();
+    let snapshot = common::bolt_in_stock(&server, 5).await.0;
     let created = server
         .client("agent:procurement")
         .propose(&json!({

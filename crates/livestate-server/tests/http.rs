@@ -2,9 +2,11 @@
 //! receipt (from the lookup index for a key), a consumer gets each trigger firing once, and a
 //! graceful stop commits everything.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::spec;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -28,23 +30,6 @@ async fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) 
     let status: u16 = text[9..12].parse().unwrap();
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
     (status, serde_json::from_str(body).unwrap_or(Value::Null))
-}
-
-/// The example spec with `stock` at a 200 ms budget, so the test sees its commits quickly.
-fn spec(dir: &Path) -> std::path::PathBuf {
-    let src = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
-        .join("../../examples/company");
-    let out = dir.join("spec");
-    std::fs::create_dir_all(&out).unwrap();
-    for e in std::fs::read_dir(&src).unwrap() {
-        let p = e.unwrap().path();
-        let text = std::fs::read_to_string(&p).unwrap().replace(
-            "freshness = \"5m\"\noptions = { \"merge-engine\" = \"partial-update\"",
-            "freshness = \"200ms\"\noptions = { \"merge-engine\" = \"partial-update\"",
-        );
-        std::fs::write(out.join(p.file_name().unwrap()), text).unwrap();
-    }
-    out
 }
 
 fn line(id: &str, ty: &str, data: Value) -> String {

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{event, start};
+use common::start;
 use fantoccini::{ClientBuilder, Locator};
 use serde_json::json;
 
@@ -98,18 +98,7 @@ async fn a_person_signs_in_sees_a_proposal_arrive_opens_its_evidence_and_approve
 
     let server = start().await;
     let url = server.url();
-    let admin = server.client("admin");
-    admin
-        .emit(&event(
-            "c1",
-            "inventory.stock_counted",
-            json!({"item": "bolt", "location": "north", "on_hand": 50}),
-        ))
-        .await
-        .unwrap();
-    let read = admin.consistent_read(&[json!({"table": "stock", "keys": {"item": "bolt"}})]).await.unwrap();
-    let (snapshot, row) =
-        (read["results"][0]["receipt"]["snapshot_id"].clone(), read["results"][0]["rows"][0].clone());
+    let (snapshot, row) = common::bolt_in_stock(&server, 50).await;
 
     // An agent's token does not open the inbox.
     c.goto(&format!("{url}/inbox")).await.unwrap();

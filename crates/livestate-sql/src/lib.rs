@@ -52,7 +52,13 @@ pub enum SqlError {
     #[error("running the query: {0}")]
     Exec(String),
     #[error(transparent)]
-    Engine(#[from] livestate_engine::EngineError),
+    Engine(Box<livestate_engine::EngineError>),
+}
+
+impl From<livestate_engine::EngineError> for SqlError {
+    fn from(e: livestate_engine::EngineError) -> SqlError {
+        SqlError::Engine(Box::new(e))
+    }
 }
 
 impl SqlError {
@@ -61,7 +67,7 @@ impl SqlError {
         matches!(
             self,
             SqlError::Plan(_) | SqlError::NotReadOnly(_) | SqlError::Version(_) | SqlError::Timeout(_)
-        ) || matches!(self, SqlError::Engine(e) if livestate_engine::is_input_error(e))
+        ) || matches!(self, SqlError::Engine(e) if livestate_engine::is_input_error(e.as_ref()))
     }
 }
 

@@ -139,3 +139,19 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Counts `on_hand` of bolt at north (as an administrator) and commits it with a consistent
+/// read; returns the stock snapshot and the row as read.
+pub async fn bolt_in_stock(server: &TestServer, on_hand: i64) -> (Value, Value) {
+    let admin = server.client("admin");
+    admin
+        .emit(&event(
+            &format!("bolt-{on_hand}"),
+            "inventory.stock_counted",
+            json!({"item": "bolt", "location": "north", "on_hand": on_hand}),
+        ))
+        .await
+        .unwrap();
+    let read = admin.consistent_read(&[json!({"table": "stock", "keys": {"item": "bolt"}})]).await.unwrap();
+    (read["results"][0]["receipt"]["snapshot_id"].clone(), read["results"][0]["rows"][0].clone())
+}
