@@ -89,11 +89,13 @@ pub(crate) async fn sample_lag(s: Arc<Shared>, mut stop: tokio::sync::watch::Rec
         if *stop.borrow() {
             return;
         }
-        if let Ok(infos) = livestate_engine::read::tables(&s.ls.catalog, &s.ls.spec, &s.ls.lag_source()).await
-        {
-            let now = chrono::Utc::now().timestamp();
-            for i in infos {
-                s.lag_history.record(&i.name, now, i.receipt.lag_ms);
+        // Receipts only: the lag needs the latest snapshot, not the files and runs `tables` reads.
+        let now = chrono::Utc::now().timestamp();
+        let lag = s.ls.lag_source();
+        for name in s.ls.spec.tables.keys() {
+            let at = livestate_engine::At::Latest;
+            if let Ok(r) = livestate_engine::read::receipt(&s.ls.catalog, &s.ls.spec, name, &at, &lag).await {
+                s.lag_history.record(name, now, r.lag_ms);
             }
         }
         tokio::select! {
