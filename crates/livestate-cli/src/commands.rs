@@ -154,21 +154,12 @@ async fn audit(id: &str, url: &str, token: &str, json: bool) -> anyhow::Result<(
     Ok(())
 }
 
-/// Writes the built-in example spec into a fresh temporary directory.
-pub(crate) fn example_spec_dir() -> anyhow::Result<tempfile::TempDir> {
-    let tmp = tempfile::tempdir().context("creating a temporary directory for the built-in spec")?;
-    for (name, text) in crate::EXAMPLE_SPEC {
-        std::fs::write(tmp.path().join(name), text)?;
-    }
-    Ok(tmp)
-}
-
 async fn init(dir: &Path, spec: Option<&Path>) -> anyhow::Result<()> {
     let builtin;
     let spec_dir = match spec {
         Some(p) => p.to_path_buf(),
         None => {
-            builtin = example_spec_dir()?;
+            builtin = crate::example_spec_dir()?;
             builtin.path().to_path_buf()
         }
     };

@@ -86,7 +86,7 @@ fn prepare(dir: &Path) -> anyhow::Result<()> {
 /// The directory or the listen address cannot be used, or the server fails.
 pub async fn run(opts: DemoOptions) -> anyhow::Result<Summary> {
     prepare(&opts.dir)?;
-    let spec = crate::commands::example_spec_dir()?;
+    let spec = crate::example_spec_dir()?;
     // Live, the stock table answers within 2 s instead of the example's 5 min, so shortages
     // fire (triggers fire on commits) while you watch.
     let tables = spec.path().join("tables.toml");

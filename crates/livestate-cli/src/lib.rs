@@ -21,6 +21,16 @@ pub const EXAMPLE_SPEC: [(&str, &str); 4] = [
     ("triggers.toml", include_str!("../../../examples/company/triggers.toml")),
 ];
 
+/// Writes the built-in example spec into a fresh temporary directory.
+fn example_spec_dir() -> anyhow::Result<tempfile::TempDir> {
+    use anyhow::Context;
+    let tmp = tempfile::tempdir().context("creating a temporary directory for the built-in spec")?;
+    for (name, text) in EXAMPLE_SPEC {
+        std::fs::write(tmp.path().join(name), text)?;
+    }
+    Ok(tmp)
+}
+
 /// Parses `args` and runs the command.
 pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let cli = match Cli::try_parse_from(args) {
