@@ -156,6 +156,7 @@ fn check_proposal(spec: &CompanySpec, p: &NewProposal) -> Result<(), ApiError> {
     if p.module == DECISIONS_MODULE || !spec.events.values().any(|e| e.module == p.module) {
         let mut modules: Vec<&str> =
             spec.events.values().map(|e| e.module.as_str()).filter(|m| *m != DECISIONS_MODULE).collect();
+        modules.sort_unstable();
         modules.dedup();
         return Err(bad(format!(
             "module `{}` is not a module of this company (modules: {})",
