@@ -21,7 +21,7 @@ use serde_json::{json, Map, Value};
 
 use crate::auth::{Permission, DECISIONS_MODULE};
 use crate::error::{parse_body, ApiError};
-use crate::reads::{key_text, read_rows};
+use crate::reads::{key_text, query_param, read_rows};
 use crate::store::{ProposalEntry, PROPOSAL_CREATED, PROPOSAL_DECIDED};
 use crate::{Caller, Shared};
 
@@ -75,8 +75,8 @@ pub struct Source {
     #[serde(default)]
     #[schema(value_type = Vec<Object>)]
     pub rows: Vec<Map<String, Value>>,
-    /// Set by the server: the tag that pins the snapshot.
-    #[serde(default, skip_deserializing)]
+    /// Set by the server: the tag that pins the snapshot (refused from agents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tag: Option<String>,
 }
 
@@ -304,6 +304,11 @@ pub(crate) async fn create(
     let mut p: NewProposal = parse_body(&body)?;
     check_proposal(&s.ls.spec, &p)?;
     for (i, src) in p.sources.iter().enumerate() {
+        if src.tag.is_some() {
+            return Err(ApiError::bad_request(format!(
+                "sources[{i}].tag: the server names the tag that pins a source; leave it out"
+            )));
+        }
         if s.ls.spec.table(&src.table).is_none() {
             return Err(ApiError::bad_request(format!(
                 "sources[{i}].table: no table `{}` (tables: {})",
@@ -403,7 +408,7 @@ pub(crate) async fn list(
     Query(params): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
     caller.require(Permission::Read)?;
-    let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let param = |name: &str| query_param(&params, name);
     let status = param("status");
     if let Some(st) = status {
         if !["pending", "approved", "rejected"].contains(&st) {
@@ -505,7 +510,7 @@ pub(crate) async fn outbox(
     Query(params): Query<Vec<(String, String)>>,
 ) -> Result<Json<Value>, ApiError> {
     caller.require(Permission::Outbox(module.clone()))?;
-    let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let param = |name: &str| query_param(&params, name);
     let number = |name: &str, default: u64| -> Result<u64, ApiError> {
         param(name).map_or(Ok(default), |v| {
             v.parse().map_err(|_| ApiError::bad_request(format!("{name} `{v}` is not a whole number")))
@@ -536,21 +541,8 @@ pub(crate) async fn audit_of(s: &Arc<Shared>, id: &str) -> Result<Value, ApiErro
     let (s, id) = (Arc::clone(s), id.to_string());
     let p = find(&s, &id)?;
     let doc = document(&s, &p)?;
-    let sources: Vec<Source> =
-        serde_json::from_value::<Vec<Value>>(doc.get("sources").cloned().unwrap_or(json!([])))
-            .map_err(ApiError::internal)?
-            .into_iter()
-            .map(|v| {
-                let tag = v.get("tag").and_then(Value::as_str).map(str::to_string);
-                let mut v = v;
-                v.as_object_mut().map(|o| o.remove("tag"));
-                serde_json::from_value::<Source>(v).map(|mut src| {
-                    src.tag = tag;
-                    src
-                })
-            })
-            .collect::<Result<_, _>>()
-            .map_err(ApiError::internal)?;
+    let sources: Vec<Source> = serde_json::from_value(doc.get("sources").cloned().unwrap_or(json!([])))
+        .map_err(ApiError::internal)?;
     let mut evidence = Vec::new();
     let mut followed_keys: BTreeSet<(String, String)> = BTreeSet::new();
     for src in &sources {

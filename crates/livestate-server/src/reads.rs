@@ -21,6 +21,11 @@ use crate::{Caller, Shared};
 /// Most rows one read returns unless it asks for fewer.
 pub(crate) const DEFAULT_LIMIT: usize = 10_000;
 
+/// The first value of query parameter `name`.
+pub(crate) fn query_param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+}
+
 /// Text form of a JSON key value, as a query string would carry it.
 pub(crate) fn key_text(v: &Value) -> String {
     match v {
@@ -209,7 +214,7 @@ pub(crate) async fn firings(
 ) -> Result<Json<Value>, ApiError> {
     caller.require(Permission::Subscribe)?;
     known_trigger(&s, &trigger)?;
-    let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let param = |name: &str| query_param(&params, name);
     let consumer = consumer_of(&caller, param("consumer"))?;
     let limit = param("limit").map(parse_limit).transpose()?.unwrap_or(1000);
     let ack = param("ack") != Some("false");
@@ -236,8 +241,7 @@ pub(crate) async fn stream(
 ) -> Result<Response, ApiError> {
     caller.require(Permission::Subscribe)?;
     known_trigger(&s, &trigger)?;
-    let consumer =
-        consumer_of(&caller, params.iter().find(|(k, _)| k == "consumer").map(|(_, v)| v.as_str()))?;
+    let consumer = consumer_of(&caller, query_param(&params, "consumer"))?;
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, std::convert::Infallible>>(64);
     let mut stopping = s.stopping.clone();
     tokio::spawn(async move {
