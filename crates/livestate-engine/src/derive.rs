@@ -137,6 +137,16 @@ impl Derivers {
         self.sinks().map(|s| s.position).min().unwrap_or(0)
     }
 
+    /// Where a state table stands: the record offset its latest commit reflects (every event
+    /// below it) and that commit's snapshot. `None` for a name that is not a state table.
+    pub fn committed(&self, table: &str) -> Option<(u64, Option<i64>)> {
+        self.tables
+            .iter()
+            .map(|t| &t.sink)
+            .find(|s| s.name_in_spec() == table)
+            .map(|s| (s.committed, s.snapshot_id))
+    }
+
     /// Applies up to one chunk of events from the record; returns how many were read.
     async fn apply_chunk(
         &mut self,

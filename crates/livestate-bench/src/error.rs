@@ -1,0 +1,47 @@
+//! The benchmark's one error type.
+
+use std::path::PathBuf;
+
+/// Why a benchmark step could not run. Each names the step, so a failed run says where.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("{what} {path}: {source}")]
+    Io { what: &'static str, path: PathBuf, source: std::io::Error },
+    #[error("livestate: {0}")]
+    Engine(#[from] livestate_engine::EngineError),
+    #[error("PostgreSQL: {}", pg_message(.0))]
+    Postgres(#[from] tokio_postgres::Error),
+    #[error("{peer}: {message}")]
+    Peer { peer: &'static str, message: String },
+    #[error("livestate over HTTP: {0}")]
+    Http(#[from] livestate_client::ClientError),
+}
+
+impl BenchError {
+    pub(crate) fn io(
+        what: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> BenchError {
+        let path = path.into();
+        move |source| BenchError::Io { what, path, source }
+    }
+
+    pub(crate) fn peer(peer: &'static str, message: impl Into<String>) -> BenchError {
+        BenchError::Peer { peer, message: message.into() }
+    }
+}
+
+/// The server's own message when there is one (`db error` alone says nothing).
+fn pg_message(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!(
+            "{}: {}{}",
+            db.code().code(),
+            db.message(),
+            db.detail().map(|d| format!(" ({d})")).unwrap_or_default()
+        ),
+        None => e.to_string(),
+    }
+}
+
+pub type Result<T, E = BenchError> = std::result::Result<T, E>;

@@ -1,0 +1,107 @@
+//! livestate over HTTP: `livestate serve` on the ingested directory, point lookups through the
+//! API with an agent's token, one at a time on a kept-alive connection.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::error::{BenchError, Result};
+use crate::memory::{pss_kib, tree};
+use crate::stats::Latencies;
+use crate::workload::key;
+
+const WHO: &str = "livestate serve";
+
+/// The `livestate` binary: `LIVESTATE_BIN`, else next to this one.
+///
+/// # Errors
+/// Neither exists.
+pub fn livestate_bin() -> Result<PathBuf> {
+    if let Ok(p) = std::env::var("LIVESTATE_BIN") {
+        return Ok(PathBuf::from(p));
+    }
+    let me = std::env::current_exe().map_err(BenchError::io("locate", "this binary"))?;
+    let mut dir = me.parent().map(Path::to_path_buf).unwrap_or_default();
+    // Test binaries live in target/<profile>/deps; the binaries one level up.
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let bin = dir.join("livestate");
+    if bin.exists() {
+        Ok(bin)
+    } else {
+        Err(BenchError::peer(
+            WHO,
+            format!("{} not found: build it (cargo build --workspace) or set LIVESTATE_BIN", bin.display()),
+        ))
+    }
+}
+
+struct Serving(Child);
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        // SIGINT: the server commits what is pending and stops.
+        let _ = Command::new("kill").args(["-INT", &self.0.id().to_string()]).status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Lookup latencies over HTTP and the server's memory after them (MiB).
+///
+/// # Errors
+/// The server not starting; a lookup failing or not finding its row.
+pub async fn lookups(dir: &Path, item_locations: usize, n: usize) -> Result<(Latencies, f64)> {
+    let bin = livestate_bin()?;
+    let dir_s = dir.to_string_lossy().to_string();
+    let out = Command::new(&bin)
+        .args(["token", "add", "--dir", &dir_s, "agent:bench"])
+        .output()
+        .map_err(BenchError::io("run", &bin))?;
+    if !out.status.success() {
+        return Err(BenchError::peer(WHO, format!("token add: {}", String::from_utf8_lossy(&out.stderr))));
+    }
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(BenchError::io("bind", "127.0.0.1:0"))?
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let child = Command::new(&bin)
+        .args(["serve", "--dir", &dir_s, "--listen", &listen])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(BenchError::io("run", &bin))?;
+    let serving = Serving(child);
+    let client = livestate_client::Client::new(&format!("http://{listen}"), &token)?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while client.whoami().await.is_err() {
+        if Instant::now() > deadline {
+            return Err(BenchError::peer(WHO, "did not answer within 60 s"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut out = Vec::with_capacity(n);
+    for j in 0..n {
+        let (item, loc) = key((j * 7919) % item_locations.max(1));
+        let t = Instant::now();
+        let answer = client.rows("stock", &[("item", &item), ("location", loc)]).await?;
+        out.push(t.elapsed());
+        let rows = answer["rows"].as_array().map_or(0, Vec::len);
+        if rows != 1 {
+            return Err(BenchError::peer(WHO, format!("{item} at {loc}: {rows} rows")));
+        }
+    }
+    let pss: u64 = tree(serving.0.id()).into_iter().filter_map(pss_kib).sum();
+    drop(serving);
+    Ok((Latencies::of(&mut out), pss as f64 / 1024.0))
+}

@@ -1,0 +1,21 @@
+//! livestate against what a user would pick instead, on the same machine and the same events:
+//! PostgreSQL tables fed by upserts, and Paimon tables written from Python with pypaimon.
+//!
+//! One seeded workload ([`workload`]) goes through livestate ([`engine`], in child processes;
+//! [`http`] for lookups through `livestate serve`), then [`postgres`], then [`pypaimon`];
+//! [`report`] prints each figure with livestate's ratio to each peer. This crate is never a
+//! dependency of the others, so the peers' clients stay out of normal builds.
+//! How to run it and what a run showed: docs/BENCHMARKS.md.
+
+pub mod engine;
+mod error;
+pub mod http;
+pub mod memory;
+pub mod postgres;
+pub mod pypaimon;
+pub mod report;
+pub mod run;
+pub mod stats;
+pub mod workload;
+
+pub use error::{BenchError, Result};

@@ -1,0 +1,176 @@
+//! `livestate-bench`: see the crate docs and docs/BENCHMARKS.md.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use livestate_bench::{engine, run};
+
+#[derive(Parser)]
+#[command(
+    name = "livestate-bench",
+    about = "livestate, PostgreSQL 15 and pypaimon 2.1.0 on the same events, side by side in one run",
+    after_help = "Examples:\n  scripts/bench            full run (1M events, 100k item-locations; about half an hour)\n  scripts/bench --quick    checks the harness in under two minutes"
+)]
+struct Cli {
+    #[command(subcommand)]
+    child: Option<Child>,
+    /// A small run that checks every step works (CI); the figures mean little
+    #[arg(long)]
+    quick: bool,
+    /// Events in the workload [default: 1,000,000; quick: 20,000]
+    #[arg(long)]
+    events: Option<u64>,
+    /// Distinct item-locations (stock rows) [default: 100,000; quick: 3,000]
+    #[arg(long)]
+    item_locations: Option<usize>,
+    /// Events per append (livestate), per transaction (PostgreSQL), per commit round (pypaimon)
+    #[arg(long, default_value_t = 1000)]
+    batch: usize,
+    /// Small commits for the LSM steady state [default: 10,000; quick: 100]
+    #[arg(long)]
+    commits: Option<u64>,
+    /// Seconds of each freshness run [default: 20; quick: 2]
+    #[arg(long)]
+    freshness_seconds: Option<f64>,
+    /// Event rates of the freshness runs
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+    rates: Vec<u64>,
+    /// In-process point lookups [default: 100,000; quick: 2,000]
+    #[arg(long)]
+    lookups: Option<usize>,
+    /// Workload seed
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Work directory (removed afterwards unless --keep) [default: a new one under the temp dir]
+    #[arg(long)]
+    work: Option<PathBuf>,
+    /// Keep the work directory
+    #[arg(long)]
+    keep: bool,
+    /// Python with pypaimon 2.1.0
+    #[arg(long, env = "LIVESTATE_PYTHON", default_value = "python3")]
+    python: String,
+    /// Run livestate only, without PostgreSQL and pypaimon
+    #[arg(long)]
+    no_peers: bool,
+    /// Also write every figure as JSON here
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// livestate's steps, run by the benchmark in child processes.
+#[derive(Subcommand)]
+enum Child {
+    #[command(hide = true)]
+    ChildIngest {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long)]
+        spec: PathBuf,
+        #[arg(long)]
+        events: PathBuf,
+        #[arg(long)]
+        batch: usize,
+    },
+    #[command(hide = true)]
+    ChildReads {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long)]
+        item_locations: usize,
+        #[arg(long)]
+        lookups: usize,
+    },
+    #[command(hide = true)]
+    ChildFreshness {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long)]
+        item_locations: usize,
+        #[arg(long)]
+        seed: u64,
+        #[arg(long)]
+        rate: u64,
+        #[arg(long)]
+        seconds: f64,
+    },
+    #[command(hide = true)]
+    ChildSteady {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long)]
+        item_locations: usize,
+        #[arg(long)]
+        seed: u64,
+        #[arg(long)]
+        commits: u64,
+        #[arg(long)]
+        lookups: usize,
+    },
+}
+
+/// Events per commit in the LSM steady state.
+const EVENTS_PER_COMMIT: usize = 10;
+
+fn json(v: &impl serde::Serialize) -> livestate_bench::Result<()> {
+    println!("{}", serde_json::to_string(v).expect("figures serialize"));
+    Ok(())
+}
+
+async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
+    match cli.child {
+        Some(Child::ChildIngest { dir, spec, events, batch }) => {
+            json(&engine::ingest(&dir, &spec, &events, batch).await?)
+        }
+        Some(Child::ChildReads { dir, item_locations, lookups }) => {
+            json(&engine::reads_of(&dir, item_locations, lookups).await?)
+        }
+        Some(Child::ChildFreshness { dir, item_locations, seed, rate, seconds }) => {
+            json(&engine::freshness(&dir, item_locations, seed, rate, seconds).await?)
+        }
+        Some(Child::ChildSteady { dir, item_locations, seed, commits, lookups }) => {
+            json(&engine::steady(&dir, item_locations, seed, commits, EVENTS_PER_COMMIT, lookups).await?)
+        }
+        None => {
+            let o = run::Options {
+                quick: cli.quick,
+                seed: cli.seed,
+                events: cli.events,
+                item_locations: cli.item_locations,
+                batch: cli.batch,
+                commits: cli.commits,
+                freshness_seconds: cli.freshness_seconds,
+                rates: cli.rates,
+                lookups: cli.lookups,
+                work: cli.work,
+                keep: cli.keep,
+                python: cli.python,
+                peers: !cli.no_peers,
+            };
+            let results = run::run(&o).await?;
+            println!("{}", results.markdown());
+            if let Some(path) = cli.json {
+                let text = serde_json::to_string_pretty(&results).expect("figures serialize");
+                std::fs::write(&path, text).map_err(|source| livestate_bench::BenchError::Io {
+                    what: "write",
+                    path,
+                    source,
+                })?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
+    match rt.block_on(main_async(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,414 @@
+//! The PostgreSQL peer: what a team would build instead of livestate with the database it
+//! already runs. A throwaway server on loopback (its own data directory, default durability:
+//! `fsync` and `synchronous_commit` on), an `events` table every event is appended to, and the
+//! state tables kept by upserts: `INSERT … ON CONFLICT DO UPDATE` of exactly the columns an
+//! event sets (a partial update of the stock row), one transaction per batch, the statements of
+//! a batch pipelined.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, NoTls, Statement};
+
+use crate::error::{BenchError, Result};
+use crate::stats::Latencies;
+use crate::workload::key;
+
+const PEER: &str = "PostgreSQL";
+
+const SCHEMA: &str = "
+CREATE TABLE events (id text PRIMARY KEY, type text NOT NULL, occurred_at timestamptz NOT NULL, data jsonb NOT NULL);
+CREATE TABLE stock (item text, location text, on_hand bigint, reserved bigint, inbound bigint, reorder_point bigint,
+    target bigint, updated_at timestamptz, PRIMARY KEY (item, location));
+CREATE TABLE work_queue (job_id text PRIMARY KEY, status text, block_reason text, machine text, team text,
+    changed_at timestamptz);
+CREATE TABLE open_orders (order_id text, line bigint, customer text, item text, location text, qty bigint,
+    unit_price numeric(12,2), line_value numeric(14,2), placed_at timestamptz, PRIMARY KEY (order_id, line));
+";
+
+/// What the PostgreSQL peer did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Figures {
+    pub version: String,
+    pub events: u64,
+    pub seconds: f64,
+    pub commits: u64,
+    pub peak_pss_mib: f64,
+    pub database_mib: f64,
+    pub lookups: Latencies,
+    pub scan_rows: u64,
+    pub scan_seconds: f64,
+}
+
+/// A PostgreSQL server of our own, stopped (and its data removed) on drop.
+pub struct Server {
+    bin: PathBuf,
+    data: PathBuf,
+    port: u16,
+    /// The user to run as when we are root (PostgreSQL refuses to run as root).
+    run_as: Option<String>,
+    pub version: String,
+}
+
+/// The directory with `initdb`, `pg_ctl` and `postgres`: `LIVESTATE_PG_BIN`, else the newest
+/// Debian `/usr/lib/postgresql/N/bin`, else the `PATH`.
+fn bin_dir() -> Result<PathBuf> {
+    if let Ok(d) = std::env::var("LIVESTATE_PG_BIN") {
+        return Ok(PathBuf::from(d));
+    }
+    let mut debian: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path().join("bin"))))
+        .filter(|(_, p): &(u32, PathBuf)| p.join("initdb").exists())
+        .collect();
+    debian.sort();
+    if let Some((_, p)) = debian.pop() {
+        return Ok(p);
+    }
+    std::env::var_os("PATH")
+        .and_then(|path| std::env::split_paths(&path).find(|d| d.join("initdb").exists()))
+        .ok_or_else(|| {
+            BenchError::peer(
+                PEER,
+                "initdb not found: install PostgreSQL 15 (Debian: apt-get install postgresql-15) or set LIVESTATE_PG_BIN",
+            )
+        })
+}
+
+fn free_port() -> Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(BenchError::io("bind", "127.0.0.1:0"))?;
+    Ok(l.local_addr().map_err(BenchError::io("bind", "127.0.0.1:0"))?.port())
+}
+
+impl Server {
+    /// Creates a cluster under `work/postgres` and starts it on a free loopback port.
+    ///
+    /// # Errors
+    /// PostgreSQL missing, `initdb` or `pg_ctl start` failing (their output is in the error).
+    pub fn start(work: &Path) -> Result<Server> {
+        let bin = bin_dir()?;
+        let data = work.join("postgres");
+        let _ = std::fs::remove_dir_all(&data);
+        std::fs::create_dir_all(&data).map_err(BenchError::io("create", &data))?;
+        let is_root =
+            std::process::Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+        let run_as = is_root.then(|| "postgres".to_string());
+        if let Some(user) = &run_as {
+            run(
+                Command::new("chown").arg("-R").arg(format!("{user}:")).arg(&data),
+                "chown the data directory",
+            )?;
+        }
+        let version = String::from_utf8_lossy(
+            &Command::new(bin.join("postgres"))
+                .arg("--version")
+                .output()
+                .map_err(BenchError::io("run", bin.join("postgres")))?
+                .stdout,
+        )
+        .trim()
+        .to_string();
+        let port = free_port()?;
+        let s = Server { bin, data, port, run_as, version };
+        s.run_pg(
+            "initdb",
+            &["-D", s.data_str(), "-U", "bench", "-A", "trust", "-E", "UTF8", "--no-locale", "-N"],
+        )?;
+        let opts = format!(
+            "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c shared_buffers=256MB -c max_wal_size=4GB",
+            s.data_str()
+        );
+        let log = s.data.join("server.log");
+        s.run_pg("pg_ctl", &["-D", s.data_str(), "-l", &log.to_string_lossy(), "-w", "-o", &opts, "start"])?;
+        Ok(s)
+    }
+
+    fn data_str(&self) -> &str {
+        self.data.to_str().expect("the work directory is UTF-8")
+    }
+
+    fn run_pg(&self, tool: &str, args: &[&str]) -> Result<()> {
+        let exe = self.bin.join(tool);
+        let mut cmd = match &self.run_as {
+            Some(user) => {
+                let mut c = Command::new("runuser");
+                c.args(["-u", user, "--"]).arg(&exe);
+                c
+            }
+            None => Command::new(&exe),
+        };
+        cmd.args(args);
+        run(&mut cmd, tool)
+    }
+
+    /// The postmaster's pid (its children are the rest of the server).
+    pub fn pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.data.join("postmaster.pid")).ok()?.lines().next()?.trim().parse().ok()
+    }
+
+    /// A new connection.
+    ///
+    /// # Errors
+    /// The server refusing it.
+    pub async fn connect(&self) -> Result<Client> {
+        let conf = format!("host=127.0.0.1 port={} user=bench dbname=postgres", self.port);
+        let (client, conn) = tokio_postgres::connect(&conf, NoTls).await?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                eprintln!("PostgreSQL connection ended: {e}");
+            }
+        });
+        Ok(client)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.run_pg("pg_ctl", &["-D", self.data_str(), "-m", "immediate", "-w", "stop"]);
+        let _ = std::fs::remove_dir_all(&self.data);
+    }
+}
+
+fn run(cmd: &mut Command, what: &str) -> Result<()> {
+    let out = cmd.output().map_err(|e| BenchError::peer(PEER, format!("{what}: {e}")))?;
+    if !out.status.success() {
+        return Err(BenchError::peer(
+            PEER,
+            format!(
+                "{what} failed: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The prepared statements of the ingest.
+struct Statements {
+    events: Statement,
+    counted: Statement,
+    reserved: Statement,
+    inbound: Statement,
+    placed: Statement,
+    closed: Statement,
+    job: Statement,
+}
+
+impl Statements {
+    async fn prepare(c: &Client) -> Result<Statements> {
+        let stock = |col: &str| {
+            format!(
+                "INSERT INTO stock (item, location, {col}, updated_at) VALUES ($1, $2, $3, $4::text::timestamptz)
+                 ON CONFLICT (item, location) DO UPDATE SET {col} = EXCLUDED.{col}, updated_at = EXCLUDED.updated_at"
+            )
+        };
+        Ok(Statements {
+            events: c
+                .prepare(
+                    "INSERT INTO events (id, type, occurred_at, data)
+                     SELECT * FROM unnest($1::text[], $2::text[], $3::text[]::timestamptz[], $4::text[]::jsonb[])
+                     ON CONFLICT (id) DO NOTHING",
+                )
+                .await?,
+            counted: c.prepare(&stock("on_hand")).await?,
+            reserved: c.prepare(&stock("reserved")).await?,
+            inbound: c.prepare(&stock("inbound")).await?,
+            placed: c
+                .prepare(
+                    "INSERT INTO open_orders (order_id, line, customer, item, location, qty, unit_price, line_value, placed_at)
+                     VALUES ($1, $2, $3, $4, $5, $6::bigint, $7::text::numeric, $6::bigint * $7::text::numeric, $8::text::timestamptz)
+                     ON CONFLICT (order_id, line) DO UPDATE SET customer = EXCLUDED.customer, item = EXCLUDED.item,
+                       location = EXCLUDED.location, qty = EXCLUDED.qty, unit_price = EXCLUDED.unit_price,
+                       line_value = EXCLUDED.line_value, placed_at = EXCLUDED.placed_at",
+                )
+                .await?,
+            closed: c.prepare("DELETE FROM open_orders WHERE order_id = $1 AND line = $2").await?,
+            job: c
+                .prepare(
+                    "INSERT INTO work_queue (job_id, status, block_reason, machine, team, changed_at)
+                     VALUES ($1, $2, $3, $4, $5, $6::text::timestamptz)
+                     ON CONFLICT (job_id) DO UPDATE SET status = EXCLUDED.status, block_reason = EXCLUDED.block_reason,
+                       machine = EXCLUDED.machine, team = EXCLUDED.team, changed_at = EXCLUDED.changed_at",
+                )
+                .await?,
+        })
+    }
+}
+
+/// One event's statement and its parameters, owned so a batch's statements can be pipelined.
+struct Op {
+    stmt: Statement,
+    params: Vec<Box<dyn ToSql + Sync + Send>>,
+}
+
+fn op(s: &Statements, e: &Value) -> Result<Op> {
+    let d = &e["data"];
+    let text = |k: &str| d[k].as_str().map(str::to_string);
+    let int = |k: &str| d[k].as_i64();
+    let at = e["occurred_at"].as_str().unwrap_or_default().to_string();
+    let ty = e["type"].as_str().unwrap_or_default();
+    let stock = |stmt: &Statement, col: &str| Op {
+        stmt: stmt.clone(),
+        params: vec![
+            Box::new(text("item")),
+            Box::new(text("location")),
+            Box::new(int(col)),
+            Box::new(at.clone()),
+        ],
+    };
+    Ok(match ty {
+        "inventory.stock_counted" => stock(&s.counted, "on_hand"),
+        "commerce.reservation_changed" => stock(&s.reserved, "reserved"),
+        "procurement.inbound_changed" => stock(&s.inbound, "inbound"),
+        "commerce.order_placed" => Op {
+            stmt: s.placed.clone(),
+            params: vec![
+                Box::new(text("order_id")),
+                Box::new(int("line")),
+                Box::new(text("customer")),
+                Box::new(text("item")),
+                Box::new(text("location")),
+                Box::new(int("qty")),
+                Box::new(text("unit_price")),
+                Box::new(at),
+            ],
+        },
+        "commerce.order_shipped" | "commerce.order_cancelled" => {
+            Op { stmt: s.closed.clone(), params: vec![Box::new(text("order_id")), Box::new(int("line"))] }
+        }
+        "operations.job_status_changed" => Op {
+            stmt: s.job.clone(),
+            params: vec![
+                Box::new(text("job_id")),
+                Box::new(text("status")),
+                Box::new(text("block_reason")),
+                Box::new(text("machine")),
+                Box::new(text("team")),
+                Box::new(at),
+            ],
+        },
+        other => return Err(BenchError::peer(PEER, format!("the workload has no event type {other}"))),
+    })
+}
+
+/// Ingests the JSON-lines `events`, one transaction of `batch` events at a time. Returns events,
+/// seconds and commits.
+///
+/// # Errors
+/// PostgreSQL errors; a line that is not JSON.
+pub async fn ingest(c: &mut Client, events: &str, batch: usize) -> Result<(u64, f64, u64)> {
+    c.batch_execute(SCHEMA).await?;
+    let s = Statements::prepare(c).await?;
+    let lines: Vec<&str> = events.lines().collect();
+    let start = Instant::now();
+    let mut commits = 0;
+    for chunk in lines.chunks(batch.max(1)) {
+        let parsed: Vec<Value> = chunk
+            .iter()
+            .map(|l| serde_json::from_str(l).map_err(|e| BenchError::peer(PEER, format!("event line: {e}"))))
+            .collect::<Result<_>>()?;
+        let column = |k: &str| {
+            parsed.iter().map(|e| e[k].as_str().unwrap_or_default().to_string()).collect::<Vec<_>>()
+        };
+        let (ids, types, ats) = (column("id"), column("type"), column("occurred_at"));
+        let data: Vec<String> = parsed.iter().map(|e| e["data"].to_string()).collect();
+        let ops: Vec<Op> = parsed.iter().map(|e| op(&s, e)).collect::<Result<_>>()?;
+        let tx = c.transaction().await?;
+        let columns: [&(dyn ToSql + Sync); 4] = [&ids, &types, &ats, &data];
+        let append = tx.execute(&s.events, &columns);
+        let upserts = ops.iter().map(|o| {
+            let params: Vec<&(dyn ToSql + Sync)> =
+                o.params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect();
+            let stmt = &o.stmt;
+            let tx = &tx;
+            async move { tx.execute(stmt, &params).await }
+        });
+        futures::try_join!(append, futures::future::try_join_all(upserts))?;
+        tx.commit().await?;
+        commits += 1;
+    }
+    Ok((lines.len() as u64, start.elapsed().as_secs_f64(), commits))
+}
+
+/// `n` point lookups of stock rows by primary key (every column decoded).
+///
+/// # Errors
+/// PostgreSQL errors; a key not found.
+pub async fn lookups(c: &Client, item_locations: usize, n: usize) -> Result<Latencies> {
+    let stmt = c.prepare("SELECT * FROM stock WHERE item = $1 AND location = $2").await?;
+    let mut out = Vec::with_capacity(n);
+    for j in 0..n {
+        let (item, loc) = key((j * 7919) % item_locations.max(1));
+        let t = Instant::now();
+        let rows = c.query(&stmt, &[&item, &loc]).await?;
+        let row = rows.first().map(decode_stock);
+        out.push(t.elapsed());
+        if row.is_none() {
+            return Err(BenchError::peer(PEER, format!("no stock row for {item} at {loc}")));
+        }
+    }
+    Ok(Latencies::of(&mut out))
+}
+
+type StockRow = (
+    String,
+    String,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<chrono::DateTime<chrono::Utc>>,
+);
+
+fn decode_stock(r: &tokio_postgres::Row) -> StockRow {
+    (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5), r.get(6), r.get(7))
+}
+
+/// Full reads of the stock table (every column decoded): rows and the median of three, in seconds.
+///
+/// # Errors
+/// PostgreSQL errors.
+pub async fn scan(c: &Client) -> Result<(u64, f64)> {
+    let mut times = Vec::new();
+    let mut n = 0;
+    for _ in 0..3 {
+        let t = Instant::now();
+        let rows = c.query("SELECT * FROM stock", &[]).await?;
+        n = rows.iter().map(decode_stock).count() as u64;
+        times.push(t.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    Ok((n, times[1]))
+}
+
+/// The database's size on disk, in MiB.
+///
+/// # Errors
+/// PostgreSQL errors.
+pub async fn size_mib(c: &Client) -> Result<f64> {
+    let row = c.query_one("SELECT pg_database_size(current_database())", &[]).await?;
+    Ok(row.get::<_, i64>(0) as f64 / 1024.0 / 1024.0)
+}
+
+/// Waits until the server accepts connections.
+///
+/// # Errors
+/// The server not answering within 30 s.
+pub async fn ready(s: &Server) -> Result<Client> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match s.connect().await {
+            Ok(c) => return Ok(c),
+            Err(e) if Instant::now() > deadline => return Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}

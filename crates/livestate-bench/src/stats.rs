@@ -1,0 +1,50 @@
+//! Latency percentiles.
+
+use std::time::Duration;
+
+/// Percentiles of a set of latencies, in microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Latencies {
+    pub n: usize,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub mean_us: f64,
+    pub max_us: f64,
+}
+
+impl Latencies {
+    /// Nearest-rank percentiles of `samples` (all zero when there are none).
+    pub fn of(samples: &mut [Duration]) -> Latencies {
+        if samples.is_empty() {
+            return Latencies::default();
+        }
+        samples.sort_unstable();
+        let us = |d: Duration| d.as_secs_f64() * 1e6;
+        let rank = |p: f64| {
+            let r = (p * samples.len() as f64).ceil() as usize;
+            samples[r.clamp(1, samples.len()) - 1]
+        };
+        let total: Duration = samples.iter().sum();
+        Latencies {
+            n: samples.len(),
+            p50_us: us(rank(0.50)),
+            p99_us: us(rank(0.99)),
+            mean_us: us(total) / samples.len() as f64,
+            max_us: us(samples[samples.len() - 1]),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let mut v: Vec<Duration> = (1..=100).rev().map(Duration::from_micros).collect();
+        let l = Latencies::of(&mut v);
+        assert_eq!((l.n, l.p50_us, l.p99_us, l.max_us), (100, 50.0, 99.0, 100.0));
+        assert!((l.mean_us - 50.5).abs() < 1e-9);
+        assert_eq!(Latencies::of(&mut []), Latencies::default());
+    }
+}

@@ -1,0 +1,213 @@
+//! The one seeded workload every contender gets: the example company's inventory counts,
+//! reservations, inbound changes, order lines (placed, shipped, cancelled) and job moves over a
+//! fixed set of item-locations.
+//!
+//! The first `item_locations` events count every item-location once (so every stock row
+//! exists); the rest are drawn with fixed weights. The same seed gives the same events.
+
+use serde_json::{json, Value};
+
+/// Warehouse locations; item-location `i` is item `i / 3` at `LOCATIONS[i % 3]`.
+pub const LOCATIONS: [&str; 3] = ["north", "south", "east"];
+
+const MACHINES: [&str; 6] = ["press-1", "press-2", "lathe-1", "lathe-2", "mill-3", "paint-1"];
+const TEAMS: [&str; 3] = ["assembly", "machining", "paint"];
+const STATUSES: [&str; 3] = ["released", "blocked", "done"];
+
+/// SplitMix64, as the simulated company uses: tiny and reproducible.
+#[derive(Debug, Clone)]
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// The item and location of item-location `i`.
+pub fn key(i: usize) -> (String, &'static str) {
+    (format!("part-{:06}", i / 3 + 1), LOCATIONS[i % 3])
+}
+
+/// Whether an event of this type writes the stock table.
+pub fn touches_stock(event_type: &str) -> bool {
+    matches!(
+        event_type,
+        "inventory.stock_counted" | "commerce.reservation_changed" | "procurement.inbound_changed"
+    )
+}
+
+/// An endless, seeded stream of events.
+#[derive(Debug, Clone)]
+pub struct Generator {
+    rng: Rng,
+    item_locations: usize,
+    jobs: usize,
+    prefix: String,
+    seq: u64,
+    next_order: u64,
+    open: Vec<(String, usize, i64)>,
+    start_ms: i64,
+}
+
+impl Generator {
+    /// `prefix` starts every event id, so two streams of one seed never share an id.
+    pub fn new(seed: u64, item_locations: usize, prefix: &str) -> Generator {
+        Generator {
+            rng: Rng(seed),
+            item_locations: item_locations.max(1),
+            jobs: (item_locations / 20).max(10),
+            prefix: prefix.to_string(),
+            seq: 0,
+            next_order: 0,
+            open: Vec::new(),
+            start_ms: 1_772_438_400_000, // 2026-03-02T08:00:00Z
+        }
+    }
+
+    fn envelope(&mut self, ty: &str, data: Value) -> Value {
+        let at = chrono::DateTime::from_timestamp_millis(self.start_ms + self.seq as i64)
+            .expect("timestamps of the workload are in range");
+        self.seq += 1;
+        json!({
+            "id": format!("{}{}", self.prefix, self.seq),
+            "type": ty,
+            "occurred_at": at.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+            "data": data,
+        })
+    }
+
+    /// The next event.
+    pub fn next_event(&mut self) -> Value {
+        let il = self.item_locations;
+        if (self.seq as usize) < il {
+            let (item, loc) = key(self.seq as usize);
+            let on_hand = 20 + self.rng.below(200) as i64;
+            return self.envelope(
+                "inventory.stock_counted",
+                json!({"item": item, "location": loc, "on_hand": on_hand}),
+            );
+        }
+        let i = self.rng.below(il as u64) as usize;
+        let (item, loc) = key(i);
+        match self.rng.below(100) {
+            0..35 => {
+                let reserved = self.rng.below(150) as i64;
+                self.envelope(
+                    "commerce.reservation_changed",
+                    json!({"item": item, "location": loc, "reserved": reserved}),
+                )
+            }
+            35..55 => {
+                let on_hand = self.rng.below(400) as i64;
+                self.envelope(
+                    "inventory.stock_counted",
+                    json!({"item": item, "location": loc, "on_hand": on_hand}),
+                )
+            }
+            55..70 => {
+                let inbound = 10 * self.rng.below(30) as i64;
+                self.envelope(
+                    "procurement.inbound_changed",
+                    json!({"item": item, "location": loc, "inbound": inbound}),
+                )
+            }
+            70..85 => self.order_placed(item, loc),
+            85..96 if !self.open.is_empty() => {
+                let (order_id, at, qty) =
+                    self.open.swap_remove(self.rng.below(self.open.len() as u64) as usize);
+                let (item, loc) = key(at);
+                let ty = if self.rng.below(4) == 0 {
+                    "commerce.order_cancelled"
+                } else {
+                    "commerce.order_shipped"
+                };
+                self.envelope(
+                    ty,
+                    json!({"order_id": order_id, "line": 1, "item": item, "location": loc, "qty": qty}),
+                )
+            }
+            85..96 => self.order_placed(item, loc),
+            _ => {
+                let job = format!("job-{:06}", self.rng.below(self.jobs as u64) + 1);
+                let status = STATUSES[self.rng.below(3) as usize];
+                let machine = MACHINES[self.rng.below(MACHINES.len() as u64) as usize];
+                let team = TEAMS[self.rng.below(TEAMS.len() as u64) as usize];
+                let mut data = json!({"job_id": job, "status": status, "machine": machine, "team": team});
+                if status == "blocked" {
+                    data["block_reason"] = json!("waiting for material");
+                }
+                self.envelope("operations.job_status_changed", data)
+            }
+        }
+    }
+
+    fn order_placed(&mut self, item: String, loc: &str) -> Value {
+        self.next_order += 1;
+        let order_id = format!("{}so-{}", self.prefix, self.next_order);
+        let qty = 1 + self.rng.below(12) as i64;
+        let cents = 500 + self.rng.below(20_000);
+        let at = LOCATIONS.iter().position(|l| *l == loc).expect("a known location");
+        let index = (item[5..].parse::<usize>().expect("item names end in a number") - 1) * 3 + at;
+        self.open.push((order_id.clone(), index, qty));
+        let customer = format!("cust-{:04}", self.rng.below(5000));
+        self.envelope(
+            "commerce.order_placed",
+            json!({
+                "order_id": order_id, "line": 1, "customer": customer, "item": item, "location": loc,
+                "qty": qty, "unit_price": format!("{}.{:02}", cents / 100, cents % 100),
+            }),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_seed_gives_the_same_stream_and_every_item_location_is_counted_first() {
+        let a: Vec<Value> = {
+            let mut g = Generator::new(1, 30, "e");
+            (0..500).map(|_| g.next_event()).collect()
+        };
+        let mut g = Generator::new(1, 30, "e");
+        let b: Vec<Value> = (0..500).map(|_| g.next_event()).collect();
+        assert_eq!(a, b);
+        for (i, e) in a.iter().take(30).enumerate() {
+            assert_eq!(e["type"], "inventory.stock_counted");
+            assert_eq!(e["data"]["item"], key(i).0);
+        }
+        let types: std::collections::BTreeSet<&str> = a.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        for t in ["commerce.order_placed", "commerce.order_shipped", "operations.job_status_changed"] {
+            assert!(types.contains(t), "{t} missing from {types:?}");
+        }
+    }
+
+    #[test]
+    fn shipped_orders_were_placed_before_and_name_their_item() {
+        let mut g = Generator::new(3, 60, "e");
+        let events: Vec<Value> = (0..3000).map(|_| g.next_event()).collect();
+        let mut placed = std::collections::HashMap::new();
+        for e in &events {
+            let d = &e["data"];
+            match e["type"].as_str().unwrap() {
+                "commerce.order_placed" => {
+                    placed.insert(d["order_id"].as_str().unwrap().to_string(), d["item"].clone());
+                }
+                "commerce.order_shipped" | "commerce.order_cancelled" => {
+                    let item = placed.remove(d["order_id"].as_str().unwrap()).expect("placed earlier, once");
+                    assert_eq!(item, d["item"]);
+                }
+                _ => {}
+            }
+        }
+    }
+}
