@@ -8,13 +8,25 @@ pub enum BenchError {
     #[error("{what} {path}: {source}")]
     Io { what: &'static str, path: PathBuf, source: std::io::Error },
     #[error("livestate: {0}")]
-    Engine(#[from] livestate_engine::EngineError),
+    Engine(Box<livestate_engine::EngineError>),
     #[error("PostgreSQL: {}", pg_message(.0))]
     Postgres(#[from] tokio_postgres::Error),
     #[error("{peer}: {message}")]
     Peer { peer: &'static str, message: String },
     #[error("livestate over HTTP: {0}")]
-    Http(#[from] livestate_client::ClientError),
+    Http(Box<livestate_client::ClientError>),
+}
+
+impl From<livestate_engine::EngineError> for BenchError {
+    fn from(e: livestate_engine::EngineError) -> Self {
+        BenchError::Engine(Box::new(e))
+    }
+}
+
+impl From<livestate_client::ClientError> for BenchError {
+    fn from(e: livestate_client::ClientError) -> Self {
+        BenchError::Http(Box::new(e))
+    }
 }
 
 impl BenchError {

@@ -14,7 +14,7 @@ use livestate_bench::{engine, run};
 )]
 struct Cli {
     #[command(subcommand)]
-    child: Option<Child>,
+    child: Option<Step>,
     /// A small run that checks every step works (CI); the figures mean little
     #[arg(long)]
     quick: bool,
@@ -61,9 +61,9 @@ struct Cli {
 
 /// livestate's steps, run by the benchmark in child processes.
 #[derive(Subcommand)]
-enum Child {
-    #[command(hide = true)]
-    ChildIngest {
+enum Step {
+    #[command(hide = true, name = "child-ingest")]
+    Ingest {
         #[arg(long)]
         dir: PathBuf,
         #[arg(long)]
@@ -73,8 +73,8 @@ enum Child {
         #[arg(long)]
         batch: usize,
     },
-    #[command(hide = true)]
-    ChildReads {
+    #[command(hide = true, name = "child-reads")]
+    Reads {
         #[arg(long)]
         dir: PathBuf,
         #[arg(long)]
@@ -82,8 +82,8 @@ enum Child {
         #[arg(long)]
         lookups: usize,
     },
-    #[command(hide = true)]
-    ChildFreshness {
+    #[command(hide = true, name = "child-freshness")]
+    Freshness {
         #[arg(long)]
         dir: PathBuf,
         #[arg(long)]
@@ -95,8 +95,8 @@ enum Child {
         #[arg(long)]
         seconds: f64,
     },
-    #[command(hide = true)]
-    ChildSteady {
+    #[command(hide = true, name = "child-steady")]
+    Steady {
         #[arg(long)]
         dir: PathBuf,
         #[arg(long)]
@@ -120,16 +120,16 @@ fn json(v: &impl serde::Serialize) -> livestate_bench::Result<()> {
 
 async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
     match cli.child {
-        Some(Child::ChildIngest { dir, spec, events, batch }) => {
+        Some(Step::Ingest { dir, spec, events, batch }) => {
             json(&engine::ingest(&dir, &spec, &events, batch).await?)
         }
-        Some(Child::ChildReads { dir, item_locations, lookups }) => {
+        Some(Step::Reads { dir, item_locations, lookups }) => {
             json(&engine::reads_of(&dir, item_locations, lookups).await?)
         }
-        Some(Child::ChildFreshness { dir, item_locations, seed, rate, seconds }) => {
+        Some(Step::Freshness { dir, item_locations, seed, rate, seconds }) => {
             json(&engine::freshness(&dir, item_locations, seed, rate, seconds).await?)
         }
-        Some(Child::ChildSteady { dir, item_locations, seed, commits, lookups }) => {
+        Some(Step::Steady { dir, item_locations, seed, commits, lookups }) => {
             json(&engine::steady(&dir, item_locations, seed, commits, EVENTS_PER_COMMIT, lookups).await?)
         }
         None => {
