@@ -6,6 +6,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use livestate_bench::{engine, run};
 
+/// The allocator `livestate` itself uses, so livestate's steps here run as they do there.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "livestate-bench",

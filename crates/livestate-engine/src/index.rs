@@ -25,6 +25,11 @@ pub struct IndexMeta {
     /// Commit identifier (record offset) of the snapshot reflected.
     pub identifier: u64,
     pub snapshot_id: Option<i64>,
+    /// When that snapshot was committed (ms since the epoch); lets a latest read take its
+    /// receipt from here instead of from Paimon. Absent in indexes written before it existed
+    /// and after a rebuild, until the next commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub committed_at_ms: Option<i64>,
 }
 
 struct TableIndex {

@@ -117,17 +117,19 @@ pub fn lag_ms(record: &Record, position: u64, now_ms: i64) -> Result<u64, Engine
     })
 }
 
+fn table_spec<'s>(spec: &'s CompanySpec, name: &str) -> Result<&'s TableSpec, EngineError> {
+    spec.table(name).ok_or_else(|| EngineError::UnknownTable {
+        name: name.into(),
+        known: spec.tables.keys().cloned().collect(),
+    })
+}
+
 pub(crate) async fn get_table(
     catalog: &FileSystemCatalog,
     spec: &CompanySpec,
     name: &str,
 ) -> Result<(Table, TableSpec), EngineError> {
-    let Some(ts) = spec.table(name) else {
-        return Err(EngineError::UnknownTable {
-            name: name.into(),
-            known: spec.tables.keys().cloned().collect(),
-        });
-    };
+    let ts = table_spec(spec, name)?;
     let full = format!("{STATE_DB}.{name}");
     let table =
         catalog.get_table(&Identifier::new(STATE_DB, name)).await.map_err(paimon_err(&full, "open"))?;
@@ -148,8 +150,21 @@ pub(crate) async fn latest_receipt(
 ) -> Result<Receipt, EngineError> {
     let full = format!("{STATE_DB}.{}", ts.name);
     let snap = latest_own_snapshot(table).await.map_err(paimon_err(&full, "read snapshot"))?;
-    let snapshot_id = snap.as_ref().map(Snapshot::id);
     let identifier = snap.as_ref().map_or(0, |s| u64::try_from(s.commit_identifier()).unwrap_or(0));
+    receipt_of(ts, snap.as_ref().map(Snapshot::id), identifier, snap.as_ref().map(committed_at), lag)
+}
+
+/// The receipt of a table's snapshot `snapshot_id` (commit identifier `identifier`) as its
+/// latest state: offset (raised to what the derivers checked past it, while it is still their
+/// latest), lag and budget.
+fn receipt_of(
+    ts: &TableSpec,
+    snapshot_id: Option<i64>,
+    identifier: u64,
+    committed_at: Option<String>,
+    lag: &LagSource<'_>,
+) -> Result<Receipt, EngineError> {
+    let full = format!("{STATE_DB}.{}", ts.name);
     let mut offset = identifier;
     let now = chrono::Utc::now();
     let (lag_ms, measured_by) = match lag {
@@ -177,7 +192,7 @@ pub(crate) async fn latest_receipt(
         table: ts.name.clone(),
         snapshot_id,
         offset,
-        committed_at: snap.as_ref().map(committed_at),
+        committed_at,
         lag_ms,
         budget: ts.freshness.to_string(),
         within_budget: lag_ms.map(|l| Duration::from_millis(l) <= allowed),
@@ -185,6 +200,27 @@ pub(crate) async fn latest_receipt(
         served_by: "paimon",
         identifier,
     })
+}
+
+/// A latest read answered by the lookup index alone, receipt included, when the index knows
+/// its snapshot's commit time: no Paimon file is read. The index trails a commit by the
+/// moment it takes to apply it, so this is the latest snapshot or the one before it, and the
+/// rows are exactly that snapshot's.
+fn latest_from_index(
+    ts: &TableSpec,
+    filters: &[(usize, Value)],
+    index: Option<&Index>,
+    lag: &LagSource<'_>,
+) -> Result<Option<Rows>, EngineError> {
+    let Some(meta) = index.map(|i| i.meta(&ts.name)).transpose()?.flatten() else { return Ok(None) };
+    let Some(at_ms) = meta.committed_at_ms else { return Ok(None) };
+    let Some(mut rows) = from_index(ts, filters, index, |m| *m == meta)? else { return Ok(None) };
+    sort_by_key(ts, &mut rows);
+    let committed_at =
+        livestate_spec::types::format_timestamp(&livestate_spec::types::millis_to_timestamp(at_ms));
+    let mut receipt = receipt_of(ts, meta.snapshot_id, meta.identifier, Some(committed_at), lag)?;
+    receipt.served_by = "index";
+    Ok(Some(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt }))
 }
 
 fn parse_filter(ts: &TableSpec, col: &str, text: &str) -> Result<(usize, Value), EngineError> {
@@ -229,10 +265,17 @@ pub async fn read(
     lag: &LagSource<'_>,
     index: Option<&Index>,
 ) -> Result<Rows, EngineError> {
+    let filters: Vec<(usize, Value)> = {
+        let ts = table_spec(spec, &req.table)?;
+        req.keys.iter().map(|(c, v)| parse_filter(ts, c, v)).collect::<Result<_, _>>()?
+    };
+    if matches!(req.at, At::Latest) {
+        if let Some(rows) = latest_from_index(table_spec(spec, &req.table)?, &filters, index, lag)? {
+            return Ok(rows);
+        }
+    }
     let (table, ts) = get_table(catalog, spec, &req.table).await?;
     let full = format!("{STATE_DB}.{}", ts.name);
-    let filters: Vec<(usize, Value)> =
-        req.keys.iter().map(|(c, v)| parse_filter(&ts, c, v)).collect::<Result<_, _>>()?;
     let (table, receipt) = match &req.at {
         At::Latest => {
             let mut r = latest_receipt(&table, &ts, lag).await?;

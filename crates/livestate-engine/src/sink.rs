@@ -293,15 +293,17 @@ impl TableSink {
         self.dirty = false;
         self.committed = self.position;
         self.oldest_uncommitted_ms = None;
-        let id = self
+        let latest = self
             .table
             .snapshot_manager()
-            .get_latest_snapshot_id()
+            .get_latest_snapshot()
             .await
             .map_err(paimon_err(&self.name, "read snapshot"))?;
+        let id = latest.as_ref().map(|s| s.id());
         self.snapshot_id = id;
         if let Some(t) = &mut self.tracking {
-            let meta = IndexMeta { identifier: self.position, snapshot_id: id };
+            let committed_at_ms = latest.map(|s| i64::try_from(s.time_millis()).unwrap_or(0));
+            let meta = IndexMeta { identifier: self.position, snapshot_id: id, committed_at_ms };
             let effects = t.effects((id, self.position, chrono::Utc::now().timestamp_millis()))?;
             let touched = std::mem::take(&mut t.touched);
             t.index.apply_with(
@@ -325,7 +327,8 @@ impl TableSink {
     /// Paimon or index errors.
     pub async fn recover_index(&mut self, ts: &TableSpec) -> Result<(), EngineError> {
         let Some(t) = &mut self.tracking else { return Ok(()) };
-        let now = IndexMeta { identifier: self.committed, snapshot_id: self.snapshot_id };
+        let now =
+            IndexMeta { identifier: self.committed, snapshot_id: self.snapshot_id, committed_at_ms: None };
         let meta = t.index.meta(&t.table)?;
         if meta.is_some_and(|m| m.identifier == now.identifier) && now.snapshot_id.is_some() {
             return Ok(());
@@ -342,10 +345,14 @@ impl TableSink {
                     }
                     t.touched = changes;
                     let identifier = u64::try_from(snap.commit_identifier()).unwrap_or(0);
-                    let at = (Some(id), identifier, i64::try_from(snap.time_millis()).unwrap_or(0));
-                    let effects = t.effects(at)?;
+                    let committed_at_ms = i64::try_from(snap.time_millis()).unwrap_or(0);
+                    let effects = t.effects((Some(id), identifier, committed_at_ms))?;
                     let touched = std::mem::take(&mut t.touched);
-                    let m = IndexMeta { identifier, snapshot_id: Some(id) };
+                    let m = IndexMeta {
+                        identifier,
+                        snapshot_id: Some(id),
+                        committed_at_ms: Some(committed_at_ms),
+                    };
                     let rows = touched.iter().map(|(k, (_, now))| (k.as_slice(), now.as_deref()));
                     t.index.apply_with(&t.table, rows, m, &effects)?;
                 }

@@ -8,8 +8,8 @@
 //! | nightly           | a full compaction right after the nightly commit        |
 //!
 //! `full-compaction.delta-commits` turns every n-th compaction into a full one. Expiry runs
-//! after a commit, at most once per commit interval and once a minute; it never takes the
-//! commit lock.
+//! after a commit, at most once per commit interval (but not more than once a second) and at
+//! least once a minute while commits happen; it never takes the commit lock.
 //! Maintenance failures are logged and reported, never fatal to derivation: the state is
 //! still correct, only less compact.
 
@@ -21,6 +21,9 @@ use tokio::task::JoinHandle;
 
 /// Expiry runs at most this often per table (and at most once per commit interval).
 const EXPIRE_AT_MOST_EVERY: Duration = Duration::from_secs(60);
+
+/// ... and at most once a second (short budgets commit several times a second).
+const EXPIRE_AT_LEAST_EVERY: Duration = Duration::from_secs(1);
 
 /// Budgets below this compact in the background.
 const BACKGROUND_BELOW: Duration = Duration::from_secs(60);
@@ -61,7 +64,7 @@ impl Upkeep {
             cadence: Cadence::of(freshness),
             expire_every: freshness
                 .commit_interval()
-                .map_or(EXPIRE_AT_MOST_EVERY, |i| i.min(EXPIRE_AT_MOST_EVERY)),
+                .map_or(EXPIRE_AT_MOST_EVERY, |i| i.clamp(EXPIRE_AT_LEAST_EVERY, EXPIRE_AT_MOST_EVERY)),
             compacting: None,
             expiring: None,
             commits_while_compacting: 0,

@@ -197,4 +197,15 @@ async fn a_point_lookup_is_answered_by_the_index_with_the_same_row_and_receipt()
     // A key that is not there: no rows, still from the index.
     let none = read(&[("item", "part-9"), ("location", "north")], true).await;
     assert!(none.rows.is_empty() && none.receipt.served_by == "index");
+    assert_eq!(from_index.receipt.committed_at, from_paimon.receipt.committed_at);
+    assert_eq!(from_index.receipt.lag_ms.is_some(), from_paimon.receipt.lag_ms.is_some());
+
+    // The index answers a latest read without opening a Paimon file: with the table's
+    // snapshots out of reach, the key read still gets its row and receipt.
+    let snapshots = ls.layout.warehouse_dir().join("state.db/stock/snapshot");
+    let aside = snapshots.with_file_name("snapshot.aside");
+    std::fs::rename(&snapshots, &aside).unwrap();
+    let blind = read(&key, true).await;
+    std::fs::rename(&aside, &snapshots).unwrap();
+    assert_eq!((blind.rows, blind.receipt), (from_index.rows.clone(), from_index.receipt.clone()));
 }

@@ -237,10 +237,19 @@ async fn a_consistent_read_returns_every_table_as_of_one_offset_while_events_int
     let ops = server.client("admin");
     let agent = server.client("agent:procurement");
     // Writers alternate between two tables owned by two modules; each event's value is its
-    // position in the sequence, so a read shows exactly which events it reflects.
+    // position in the sequence, so a read shows exactly which events it reflects. Every 40
+    // events the writer waits for one more read, so reads land mid-stream however fast either is.
+    let reads_done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let done = std::sync::Arc::clone(&reads_done);
     let writer = tokio::spawn(async move {
         let mut offsets = Vec::new();
         for i in 0..120i64 {
+            if i % 40 == 39 {
+                let want = (i / 40 + 1) as usize;
+                while done.load(std::sync::atomic::Ordering::SeqCst) < want {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+            }
             let (client, line) = if i % 2 == 0 {
                 (
                     &inventory,
@@ -275,6 +284,7 @@ async fn a_consistent_read_returns_every_table_as_of_one_offset_while_events_int
             .await
             .unwrap();
         reads.push(r);
+        reads_done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
     let offsets = writer.await.unwrap();
     assert!(reads.len() >= 3, "reads interleaved with the writes: {}", reads.len());

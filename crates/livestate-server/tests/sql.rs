@@ -78,7 +78,9 @@ async fn sql_reads_with_receipts_and_time_travel_and_refuses_every_write() {
     let limited = agent.sql("SELECT * FROM stock", Some(1)).await.unwrap();
     assert_eq!((limited["rows"].as_array().unwrap().len(), limited["truncated"].clone()), (1, json!(true)));
 
-    // Writes of every kind are refused on the plan, and nothing changes.
+    // Writes of every kind are refused on the plan, and nothing changes. (The proposal's event
+    // is committed into the inbox first, so its 1 s budget cannot commit during the check.)
+    admin.consistent_read(&[json!({"table": "approval_inbox"})]).await.unwrap();
     let before = (
         admin.tables().await.unwrap(),
         std::fs::read_dir(server.dir.join("warehouse/state.db")).unwrap().count(),

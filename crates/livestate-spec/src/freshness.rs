@@ -16,11 +16,18 @@ pub enum Freshness {
 }
 
 impl Freshness {
-    /// How often a deriver commits to honour the budget: half the budget (so one commit
-    /// interval of delay plus processing stays inside it), at least 50 ms. Nightly: `None`,
-    /// the deriver commits at the nightly time instead.
+    /// How often a deriver commits to honour the budget, at least every 50 ms:
+    /// - under a minute (tables agents react to): an eighth of the budget, so most events are
+    ///   readable within a fraction of it and a commit that has to wait for a compaction still
+    ///   fits (a 1 s table commits every 125 ms);
+    /// - a minute or more: half the budget (one commit interval of delay plus processing stays
+    ///   inside it, with few snapshots).
+    ///
+    /// Nightly: `None`, the deriver commits at the nightly time instead.
     pub fn commit_interval(&self) -> Option<Duration> {
+        const AGENT_FACING: Duration = Duration::from_secs(60);
         match self {
+            Freshness::Within(d) if *d < AGENT_FACING => Some((*d / 8).max(Duration::from_millis(50))),
             Freshness::Within(d) => Some((*d / 2).max(Duration::from_millis(50))),
             Freshness::Nightly { .. } => None,
         }
@@ -142,8 +149,13 @@ mod tests {
     }
 
     #[test]
-    fn commit_interval_is_half_the_budget() {
-        let f: Freshness = "1m".parse().unwrap();
-        assert_eq!(f.commit_interval(), Some(Duration::from_secs(30)));
+    fn commit_interval_is_half_a_long_budget_and_an_eighth_of_a_short_one() {
+        let every = |f: &str| f.parse::<Freshness>().unwrap().commit_interval();
+        assert_eq!(every("1m"), Some(Duration::from_secs(30)));
+        assert_eq!(every("5m"), Some(Duration::from_secs(150)));
+        assert_eq!(every("1s"), Some(Duration::from_millis(125)));
+        assert_eq!(every("30s"), Some(Duration::from_millis(3750)));
+        assert_eq!(every("200ms"), Some(Duration::from_millis(50)));
+        assert_eq!(every("nightly"), None);
     }
 }
