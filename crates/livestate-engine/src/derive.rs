@@ -273,6 +273,9 @@ impl Derivers {
     pub async fn step(&mut self, record: &Record, spec: &CompanySpec) -> Result<DeriveReport, EngineError> {
         let head = record.next_offset();
         let (events, rows) = self.apply_chunk(record, spec, head, u64::MAX).await?;
+        // Behind the record (a backlog after a restart or a burst), a commit per chunk would
+        // only add snapshots: commit at half the budget until caught up, then at the interval.
+        let behind = self.position() < record.next_offset();
         let now = chrono::Utc::now();
         let now_ms = now.timestamp_millis();
         let waited = |sink: &TableSink, interval: Duration| {
@@ -281,6 +284,10 @@ impl Derivers {
         let mut commits = 0;
         for t in &mut self.tables {
             let due = match t.freshness.commit_interval() {
+                Some(interval) if behind => {
+                    let relaxed = t.freshness.allowed_lag(now) / 2;
+                    waited(&t.sink, interval.max(relaxed))
+                }
                 Some(interval) => waited(&t.sink, interval),
                 None => {
                     let boundary = t.freshness.last_boundary(now);
