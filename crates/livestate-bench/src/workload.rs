@@ -5,6 +5,7 @@
 //! The first `item_locations` events count every item-location once (so every stock row
 //! exists); the rest are drawn with fixed weights. The same seed gives the same events.
 
+use livestate_sim::Rng;
 use serde_json::{json, Value};
 
 /// Warehouse locations; item-location `i` is item `i / 3` at `LOCATIONS[i % 3]`.
@@ -13,23 +14,6 @@ pub const LOCATIONS: [&str; 3] = ["north", "south", "east"];
 const MACHINES: [&str; 6] = ["press-1", "press-2", "lathe-1", "lathe-2", "mill-3", "paint-1"];
 const TEAMS: [&str; 3] = ["assembly", "machining", "paint"];
 const STATUSES: [&str; 3] = ["released", "blocked", "done"];
-
-/// SplitMix64, as the simulated company uses: tiny and reproducible.
-#[derive(Debug, Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 /// The item and location of item-location `i`.
 pub fn key(i: usize) -> (String, &'static str) {

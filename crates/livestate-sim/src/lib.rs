@@ -40,18 +40,23 @@ impl Default for SimConfig {
     }
 }
 
-/// SplitMix64: a tiny, well-known generator; enough for reproducible test data.
-struct Rng(u64);
+/// SplitMix64: a tiny, well-known generator; enough for reproducible test data (the
+/// benchmark's workload uses it too). The `u64` is the seed.
+#[derive(Debug, Clone)]
+pub struct Rng(pub u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    /// The next 64 random bits.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
-    fn below(&mut self, n: u64) -> u64 {
+    /// A number in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
 }
