@@ -85,12 +85,17 @@ fn done(t: Instant) {
     eprintln!("    done in {:.1} s", t.elapsed().as_secs_f64());
 }
 
-/// Runs a hidden subcommand of this binary; its last stdout line is the answer. Returns it
-/// with the peak PSS of the child, in MiB.
-fn child<T: DeserializeOwned>(args: &[String]) -> Result<(T, f64)> {
+/// Runs the hidden subcommand `name` of this binary with `--flag value` pairs; its last stdout
+/// line is the answer. Returns it with the peak PSS of the child, in MiB.
+fn child<T: DeserializeOwned>(name: &str, flags: &[(&str, String)]) -> Result<(T, f64)> {
     let me = std::env::current_exe().map_err(BenchError::io("locate", "this binary"))?;
+    let mut args = vec![name.to_string()];
+    for (flag, value) in flags {
+        args.push(format!("--{flag}"));
+        args.push(value.clone());
+    }
     let child = Command::new(&me)
-        .args(args)
+        .args(&args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -105,7 +110,7 @@ fn child<T: DeserializeOwned>(args: &[String]) -> Result<(T, f64)> {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let last = stdout.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
     let answer = serde_json::from_str(last)
-        .map_err(|e| BenchError::peer("livestate", format!("`{}` answered `{last}`: {e}", args[0])))?;
+        .map_err(|e| BenchError::peer("livestate", format!("`{name}` answered `{last}`: {e}")))?;
     Ok((answer, peak))
 }
 
@@ -213,28 +218,21 @@ async fn run_in(o: &Options, p: &Plan, work: &Path) -> Result<Results> {
     let dir_s = dir.to_string_lossy().to_string();
     let il = s(p.item_locations);
     let t = step(&mut n, "livestate: append durably and derive every event");
-    let (ingest, ingest_pss): (Ingest, f64) = child(&[
-        s("child-ingest"),
-        s("--dir"),
-        dir_s.clone(),
-        s("--spec"),
-        spec.to_string_lossy().to_string(),
-        s("--events"),
-        events.to_string_lossy().to_string(),
-        s("--batch"),
-        s(o.batch),
-    ])?;
+    let (ingest, ingest_pss): (Ingest, f64) = child(
+        "child-ingest",
+        &[
+            ("dir", dir_s.clone()),
+            ("spec", spec.to_string_lossy().to_string()),
+            ("events", events.to_string_lossy().to_string()),
+            ("batch", s(o.batch)),
+        ],
+    )?;
     done(t);
     let t = step(&mut n, "livestate: point lookups and full scans");
-    let (reads, _): (Reads, f64) = child(&[
-        s("child-reads"),
-        s("--dir"),
-        dir_s.clone(),
-        s("--item-locations"),
-        il.clone(),
-        s("--lookups"),
-        s(p.lookups),
-    ])?;
+    let (reads, _): (Reads, f64) = child(
+        "child-reads",
+        &[("dir", dir_s.clone()), ("item-locations", il.clone()), ("lookups", s(p.lookups))],
+    )?;
     done(t);
     let t = step(&mut n, "livestate: point lookups over HTTP (livestate serve)");
     let (http, serve_pss) = http::lookups(&dir, p.item_locations, p.http_lookups).await?;
@@ -243,36 +241,30 @@ async fn run_in(o: &Options, p: &Plan, work: &Path) -> Result<Results> {
     for rate in &o.rates {
         let t =
             step(&mut n, &format!("livestate: freshness at {rate} events/s for {} s", p.freshness_seconds));
-        let (f, _): (Freshness, f64) = child(&[
-            s("child-freshness"),
-            s("--dir"),
-            dir_s.clone(),
-            s("--item-locations"),
-            il.clone(),
-            s("--seed"),
-            s(o.seed),
-            s("--rate"),
-            s(rate),
-            s("--seconds"),
-            s(p.freshness_seconds),
-        ])?;
+        let (f, _): (Freshness, f64) = child(
+            "child-freshness",
+            &[
+                ("dir", dir_s.clone()),
+                ("item-locations", il.clone()),
+                ("seed", s(o.seed)),
+                ("rate", s(rate)),
+                ("seconds", s(p.freshness_seconds)),
+            ],
+        )?;
         freshness.push(f);
         done(t);
     }
     let t = step(&mut n, &format!("livestate: {} small commits of stock (LSM steady state)", p.commits));
-    let (steady, _): (Steady, f64) = child(&[
-        s("child-steady"),
-        s("--dir"),
-        dir_s.clone(),
-        s("--item-locations"),
-        il.clone(),
-        s("--seed"),
-        s(o.seed),
-        s("--commits"),
-        s(p.commits),
-        s("--lookups"),
-        s(p.lookups),
-    ])?;
+    let (steady, _): (Steady, f64) = child(
+        "child-steady",
+        &[
+            ("dir", dir_s.clone()),
+            ("item-locations", il.clone()),
+            ("seed", s(o.seed)),
+            ("commits", s(p.commits)),
+            ("lookups", s(p.lookups)),
+        ],
+    )?;
     done(t);
     let ours = Ours {
         ingest,

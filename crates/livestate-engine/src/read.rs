@@ -265,12 +265,11 @@ pub async fn read(
     lag: &LagSource<'_>,
     index: Option<&Index>,
 ) -> Result<Rows, EngineError> {
-    let filters: Vec<(usize, Value)> = {
-        let ts = table_spec(spec, &req.table)?;
-        req.keys.iter().map(|(c, v)| parse_filter(ts, c, v)).collect::<Result<_, _>>()?
-    };
+    let named = table_spec(spec, &req.table)?;
+    let filters: Vec<(usize, Value)> =
+        req.keys.iter().map(|(c, v)| parse_filter(named, c, v)).collect::<Result<_, _>>()?;
     if matches!(req.at, At::Latest) {
-        if let Some(rows) = latest_from_index(table_spec(spec, &req.table)?, &filters, index, lag)? {
+        if let Some(rows) = latest_from_index(named, &filters, index, lag)? {
             return Ok(rows);
         }
     }
