@@ -16,9 +16,11 @@
 //!
 //! Nobody may emit `decisions.*` events: the server writes those from proposals and decisions.
 
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -407,5 +409,47 @@ mod tests {
         revoke_principal(&path, "agent:procurement").unwrap();
         assert_eq!(principals.authenticate(Some(&token)), Err(Unauthenticated::Unknown));
         assert!(matches!(add_principal(&path, "person:ana", &[]), Err(AuthError::BadName { .. })));
+    }
+}
+
+/// Recent failed authentications (a token that is not valid) per client address: past
+/// [`Failures::LIMIT`] in [`Failures::WINDOW`], the address gets 429 for any token until the
+/// window has passed, so tokens cannot be guessed at network speed. Requests without a token
+/// do not count (they guess nothing).
+#[derive(Debug, Default)]
+pub(crate) struct Failures {
+    by_address: Mutex<HashMap<IpAddr, VecDeque<Instant>>>,
+}
+
+impl Failures {
+    pub const LIMIT: usize = 30;
+    pub const WINDOW: Duration = Duration::from_secs(60);
+
+    /// Whether `ip` has used up its failed attempts; forgets attempts older than the window.
+    pub fn blocked(&self, ip: IpAddr) -> bool {
+        let mut map = self.by_address.lock().expect("no holder panics");
+        let now = Instant::now();
+        let Some(times) = map.get_mut(&ip) else { return false };
+        while times.front().is_some_and(|t| now.duration_since(*t) >= Self::WINDOW) {
+            times.pop_front();
+        }
+        if times.is_empty() {
+            map.remove(&ip);
+            return false;
+        }
+        times.len() >= Self::LIMIT
+    }
+
+    /// Counts a failed attempt from `ip`.
+    pub fn record(&self, ip: IpAddr) {
+        let mut map = self.by_address.lock().expect("no holder panics");
+        let now = Instant::now();
+        // Addresses whose attempts have all aged out are dropped, so the map stays small.
+        map.retain(|_, times| times.back().is_some_and(|t| now.duration_since(*t) < Self::WINDOW));
+        let times = map.entry(ip).or_default();
+        times.push_back(now);
+        if times.len() > Self::LIMIT {
+            times.pop_front();
+        }
     }
 }

@@ -110,6 +110,8 @@ pub(crate) struct Shared {
     sessions: web::Sessions,
     /// Each table's lag over the last hour (the web tables page plots it).
     lag_history: web::LagHistory,
+    /// Failed API authentications per client address (rate limit).
+    auth_failures: auth::Failures,
 }
 
 impl Shared {
@@ -166,7 +168,27 @@ impl FromRequestParts<Arc<Shared>> for Caller {
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
-        s.principals.authenticate(token).map(Caller).map_err(|e| ApiError::unauthenticated(&e))
+        let client = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0.ip())
+            .filter(|_| token.is_some());
+        if client.is_some_and(|ip| s.auth_failures.blocked(ip)) {
+            return Err(ApiError::new(
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "too many failed authentications from this address ({} in {} s); wait and retry",
+                    auth::Failures::LIMIT,
+                    auth::Failures::WINDOW.as_secs()
+                ),
+            ));
+        }
+        s.principals.authenticate(token).map(Caller).map_err(|e| {
+            if let Some(ip) = client {
+                s.auth_failures.record(ip);
+            }
+            ApiError::unauthenticated(&e)
+        })
     }
 }
 
@@ -231,6 +253,7 @@ pub async fn serve_with(
         decisions_unsupported,
         sessions: web::Sessions::default(),
         lag_history: web::LagHistory::default(),
+        auth_failures: auth::Failures::default(),
     });
 
     let derive_loop = tokio::spawn(derive_loop(Arc::clone(&shared), derivers, barrier_rx, stop_rx.clone()));
@@ -246,7 +269,7 @@ pub async fn serve_with(
 
     let sampler = tokio::spawn(web::sample_lag(Arc::clone(&shared), stop_rx.clone()));
     let app = router(Arc::clone(&shared));
-    let served = axum::serve(listener, app)
+    let served = axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
         .with_graceful_shutdown(async move {
             shutdown.await;
             let _ = stop_tx.send(true);

@@ -532,3 +532,30 @@ async fn bad_requests_get_a_4xx_naming_the_problem_and_change_nothing() {
     };
     assert_eq!(stock(&head_before), stock(&tables));
 }
+
+#[tokio::test]
+async fn guessing_tokens_is_cut_off_after_thirty_failures_a_minute_from_one_address() {
+    let server = start().await;
+    let http = reqwest::Client::new();
+    let tables = format!("{}/v1/tables", server.url());
+    let get = |token: Option<String>| {
+        let mut req = http.get(&tables);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+    // Requests without a token guess nothing and do not count.
+    for _ in 0..40 {
+        assert_eq!(get(None).await, 401);
+    }
+    for i in 0..30 {
+        assert_eq!(get(Some(format!("lst_guess{i:040}"))).await, 401, "guess {i}");
+    }
+    // The 31st attempt from this address is refused before any token is checked, even a valid one.
+    let refused = http.get(&tables).bearer_auth(&server.tokens["admin"]).send().await.unwrap();
+    assert_eq!(refused.status().as_u16(), 429);
+    let body: Value = refused.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("too many failed authentications"), "{body}");
+    assert_eq!(get(Some("lst_another".into())).await, 429);
+}
