@@ -86,8 +86,9 @@ pub struct Steady {
     pub reads: Reads,
 }
 
-fn dir_bytes(path: &Path, filter: &dyn Fn(&Path) -> bool) -> (u64, u64) {
-    let mut files = 0;
+/// Files and bytes below `path`, in one walk: (Parquet data files, bytes of every file).
+fn disk_usage(path: &Path) -> (u64, u64) {
+    let mut parquet = 0;
     let mut bytes = 0;
     let mut stack = vec![path.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -96,15 +97,15 @@ fn dir_bytes(path: &Path, filter: &dyn Fn(&Path) -> bool) -> (u64, u64) {
             let p = e.path();
             match e.metadata() {
                 Ok(m) if m.is_dir() => stack.push(p),
-                Ok(m) if filter(&p) => {
-                    files += 1;
+                Ok(m) => {
+                    parquet += u64::from(p.extension().is_some_and(|x| x == "parquet"));
                     bytes += m.len();
                 }
-                _ => {}
+                Err(_) => {}
             }
         }
     }
-    (files, bytes)
+    (parquet, bytes)
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -201,10 +202,8 @@ pub async fn ingest(dir: &Path, spec_dir: &Path, events: &Path, batch: usize) ->
     let appended = join(thread)?;
     let derived = derived?;
     let seconds = start.elapsed().as_secs_f64();
-    let (data_files, _) =
-        dir_bytes(&ls.layout.warehouse_dir(), &|p| p.extension().is_some_and(|x| x == "parquet"));
-    let (_, warehouse) = dir_bytes(&ls.layout.warehouse_dir(), &|_| true);
-    let (_, record) = dir_bytes(&ls.layout.record_dir(), &|_| true);
+    let (data_files, warehouse) = disk_usage(&ls.layout.warehouse_dir());
+    let (_, record) = disk_usage(&ls.layout.record_dir());
     Ok(Ingest {
         events: n,
         seconds,

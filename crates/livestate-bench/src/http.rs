@@ -70,10 +70,7 @@ pub async fn lookups(dir: &Path, item_locations: usize, n: usize) -> Result<(Lat
         return Err(BenchError::peer(WHO, format!("token add: {}", String::from_utf8_lossy(&out.stderr))));
     }
     let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(BenchError::io("bind", "127.0.0.1:0"))?
-        .port();
+    let port = crate::process::free_port()?;
     let listen = format!("127.0.0.1:{port}");
     let child = Command::new(&bin)
         .args(["serve", "--dir", &dir_s, "--listen", &listen])

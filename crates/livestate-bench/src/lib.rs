@@ -12,6 +12,7 @@ mod error;
 pub mod http;
 pub mod memory;
 pub mod postgres;
+mod process;
 pub mod pypaimon;
 pub mod report;
 pub mod run;

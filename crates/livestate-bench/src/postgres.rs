@@ -81,11 +81,6 @@ fn bin_dir() -> Result<PathBuf> {
         })
 }
 
-fn free_port() -> Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(BenchError::io("bind", "127.0.0.1:0"))?;
-    Ok(l.local_addr().map_err(BenchError::io("bind", "127.0.0.1:0"))?.port())
-}
-
 impl Server {
     /// Creates a cluster under `work/postgres` and starts it on a free loopback port.
     ///
@@ -114,7 +109,7 @@ impl Server {
         )
         .trim()
         .to_string();
-        let port = free_port()?;
+        let port = crate::process::free_port()?;
         let s = Server { bin, data, port, run_as, version };
         s.run_pg(
             "initdb",

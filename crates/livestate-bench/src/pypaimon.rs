@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{BenchError, Result};
-use crate::memory::{tree, Sampler};
+use crate::process::answer;
 
 const PEER: &str = "pypaimon";
 const SCRIPT: &str = include_str!("../peers/pypaimon_peer.py");
@@ -69,31 +69,11 @@ impl Peer {
         Ok(Peer { python: python.to_string(), script })
     }
 
-    /// Runs one subcommand; its last stdout line is the answer. Returns it with the peak memory
-    /// of the process.
+    /// Runs one subcommand; returns its answer with the peak memory of the process.
     fn call<T: serde::de::DeserializeOwned>(&self, args: &[&str]) -> Result<(T, f64)> {
-        let child = Command::new(&self.python)
-            .arg(&self.script)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| BenchError::peer(PEER, format!("start {}: {e}", self.python)))?;
-        let pid = child.id();
-        let sampler = Sampler::start(move || tree(pid));
-        let out = child.wait_with_output().map_err(|e| BenchError::peer(PEER, e.to_string()))?;
-        let peak = sampler.stop();
-        if !out.status.success() {
-            let err = String::from_utf8_lossy(&out.stderr);
-            let tail: Vec<&str> = err.lines().rev().take(15).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            return Err(BenchError::peer(PEER, format!("{} failed:\n{}", args[0], tail.join("\n"))));
-        }
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let last = stdout.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
-        let answer = serde_json::from_str(last)
-            .map_err(|e| BenchError::peer(PEER, format!("{} answered `{last}`: {e}", args[0])))?;
-        Ok((answer, peak))
+        let mut cmd = Command::new(&self.python);
+        cmd.arg(&self.script).args(args).stderr(Stdio::piped());
+        answer(&mut cmd, PEER, args[0])
     }
 
     /// Writes `events` into a new warehouse, `batch` events per commit.

@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use crate::engine::{Freshness, Ingest, Reads, Steady};
 use crate::error::{BenchError, Result};
 use crate::memory::{tree, Sampler};
+use crate::process::answer;
 use crate::report::{Ours, Pypaimon, Results};
 use crate::workload::{key, Generator};
 use crate::{http, postgres, pypaimon};
@@ -85,33 +86,16 @@ fn done(t: Instant) {
     eprintln!("    done in {:.1} s", t.elapsed().as_secs_f64());
 }
 
-/// Runs the hidden subcommand `name` of this binary with `--flag value` pairs; its last stdout
-/// line is the answer. Returns it with the peak PSS of the child, in MiB.
+/// Runs the hidden subcommand `name` of this binary with `--flag value` pairs. Returns its
+/// answer with the peak PSS of the child, in MiB.
 fn child<T: DeserializeOwned>(name: &str, flags: &[(&str, String)]) -> Result<(T, f64)> {
     let me = std::env::current_exe().map_err(BenchError::io("locate", "this binary"))?;
-    let mut args = vec![name.to_string()];
+    let mut cmd = Command::new(&me);
+    cmd.arg(name).stderr(Stdio::inherit());
     for (flag, value) in flags {
-        args.push(format!("--{flag}"));
-        args.push(value.clone());
+        cmd.arg(format!("--{flag}")).arg(value);
     }
-    let child = Command::new(&me)
-        .args(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(BenchError::io("run", &me))?;
-    let pid = child.id();
-    let sampler = Sampler::start(move || tree(pid));
-    let out = child.wait_with_output().map_err(BenchError::io("wait for", &me))?;
-    let peak = sampler.stop();
-    if !out.status.success() {
-        return Err(BenchError::peer("livestate", format!("`{}` failed ({})", args.join(" "), out.status)));
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let last = stdout.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
-    let answer = serde_json::from_str(last)
-        .map_err(|e| BenchError::peer("livestate", format!("`{name}` answered `{last}`: {e}")))?;
-    Ok((answer, peak))
+    answer(&mut cmd, "livestate", name)
 }
 
 fn s(v: impl ToString) -> String {

@@ -137,9 +137,11 @@ pub(crate) async fn get_table(
 }
 
 fn committed_at(s: &Snapshot) -> String {
-    livestate_spec::types::format_timestamp(&livestate_spec::types::millis_to_timestamp(
-        s.time_millis() as i64
-    ))
+    format_millis(s.time_millis() as i64)
+}
+
+fn format_millis(ms: i64) -> String {
+    livestate_spec::types::format_timestamp(&livestate_spec::types::millis_to_timestamp(ms))
 }
 
 /// The receipt of a table's latest state.
@@ -216,9 +218,7 @@ fn latest_from_index(
     let Some(at_ms) = meta.committed_at_ms else { return Ok(None) };
     let Some(mut rows) = from_index(ts, filters, index, |m| *m == meta)? else { return Ok(None) };
     sort_by_key(ts, &mut rows);
-    let committed_at =
-        livestate_spec::types::format_timestamp(&livestate_spec::types::millis_to_timestamp(at_ms));
-    let mut receipt = receipt_of(ts, meta.snapshot_id, meta.identifier, Some(committed_at), lag)?;
+    let mut receipt = receipt_of(ts, meta.snapshot_id, meta.identifier, Some(format_millis(at_ms)), lag)?;
     receipt.served_by = "index";
     Ok(Some(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt }))
 }

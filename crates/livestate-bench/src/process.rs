@@ -1,0 +1,56 @@
+//! Running a measured step in a process of its own: the livestate steps (this binary's hidden
+//! subcommands) and the pypaimon peer answer the same way, one JSON object as the last line on
+//! stdout, and their memory is sampled while they run.
+
+use std::process::{Command, Stdio};
+
+use serde::de::DeserializeOwned;
+
+use crate::error::{BenchError, Result};
+use crate::memory::{tree, Sampler};
+
+/// Runs `cmd` (its stdout piped; stderr as the caller set it) and returns its answer with the
+/// peak PSS of its process tree, in MiB. `who` and `what` name the step in errors, with the tail
+/// of its stderr when that was captured.
+///
+/// # Errors
+/// The process cannot start, fails, or does not answer with JSON.
+pub(crate) fn answer<T: DeserializeOwned>(
+    cmd: &mut Command,
+    who: &'static str,
+    what: &str,
+) -> Result<(T, f64)> {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| BenchError::peer(who, format!("start {what}: {e}")))?;
+    let pid = child.id();
+    let sampler = Sampler::start(move || tree(pid));
+    let out = child.wait_with_output().map_err(|e| BenchError::peer(who, format!("{what}: {e}")))?;
+    let peak = sampler.stop();
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = stderr.lines().collect();
+        let tail = lines[lines.len().saturating_sub(15)..].join("\n");
+        return Err(BenchError::peer(
+            who,
+            format!("{what} failed ({}){}{tail}", out.status, if tail.is_empty() { "" } else { ":\n" }),
+        ));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
+    let answer = serde_json::from_str(last)
+        .map_err(|e| BenchError::peer(who, format!("{what} answered `{last}`: {e}")))?;
+    Ok((answer, peak))
+}
+
+/// A loopback port nobody listens on right now.
+///
+/// # Errors
+/// Binding failed.
+pub(crate) fn free_port() -> Result<u16> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(BenchError::io("bind", "127.0.0.1:0"))
+}
