@@ -194,6 +194,9 @@ so the token decides what the agent may do.\n\nExample (an MCP client's server c
     /// Manage who may call the API: issue, revoke and list tokens (stored hashed).
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Print what another engine needs to take over derivation (docs/scale-out.md).
+    #[command(subcommand)]
+    Export(ExportCommand),
     /// Show a proposal's audit: the rows it cited read back from their pinned tags, the
     /// decision, the events it caused and the state after them.
     #[command(
@@ -242,6 +245,30 @@ Examples:\n  livestate demo\n  livestate demo --duration 60s --approve auto --se
         /// A job blocked this long gets a proposal from the work-queue agent
         #[arg(long, default_value = "10s", value_parser = parse_window)]
         blocked_after: std::time::Duration,
+    },
+}
+
+/// `livestate export ...`
+#[derive(Debug, clap::Subcommand)]
+pub enum ExportCommand {
+    /// Print the Flink SQL that recreates the state tables in a Paimon catalog (same columns, keys
+    /// and options as stored) and the INSERT jobs deriving them from a Kafka topic of the record.
+    #[command(
+        after_help = "Mappings Flink SQL cannot express (deletes, $event.offset) are printed as `--` comments naming why.\n\n\
+Example:\n  livestate export flink-sql --dir ./acme --kafka-topic acme.record --kafka-bootstrap kafka:9092 --warehouse s3://acme/warehouse"
+    )]
+    FlinkSql {
+        #[arg(long, default_value = "./livestate-data", env = "LIVESTATE_DIR")]
+        dir: PathBuf,
+        /// Kafka topic carrying the record (one JSON message per event, canonical form)
+        #[arg(long, default_value = "livestate.record")]
+        kafka_topic: String,
+        /// Kafka bootstrap servers
+        #[arg(long, value_name = "HOST:PORT", default_value = "localhost:9092")]
+        kafka_bootstrap: String,
+        /// Warehouse URI for the Paimon catalog [default: this directory's warehouse as file://]
+        #[arg(long, value_name = "URI")]
+        warehouse: Option<String>,
     },
 }
 

@@ -69,6 +69,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Token(t) => token(t),
+        Command::Export(e) => export(e).await,
         Command::Sql { dir, query, limit, json } => sql(&dir, &query, limit, json).await,
         Command::Mcp { url, token } => Ok(livestate_mcp::serve_stdio(&url, &token).await?),
         Command::Audit { id, url, token, json } => audit(&id, &url, &token, json).await,
@@ -447,5 +448,14 @@ async fn watch(dir: &Path, trigger: &str, consumer: &str, peek: bool) -> anyhow:
     }
     let n = deliver(&ls, trigger, consumer, peek)?;
     eprintln!("{n} firing(s) of {trigger} for {consumer}");
+    Ok(())
+}
+
+async fn export(cmd: crate::args::ExportCommand) -> anyhow::Result<()> {
+    let crate::args::ExportCommand::FlinkSql { dir, kafka_topic, kafka_bootstrap, warehouse } = cmd;
+    let layout = Layout::new(&dir)?;
+    let warehouse = warehouse.unwrap_or_else(|| format!("file://{}", layout.warehouse_dir().display()));
+    let target = livestate_engine::flink::FlinkTarget { warehouse, kafka_topic, kafka_bootstrap };
+    print!("{}", livestate_engine::flink::flink_sql(&layout, &target).await?);
     Ok(())
 }

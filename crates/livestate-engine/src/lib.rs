@@ -9,6 +9,7 @@
 
 mod derive;
 mod error;
+pub mod flink;
 pub mod index;
 mod layout;
 pub mod read;

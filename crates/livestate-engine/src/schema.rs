@@ -1,6 +1,7 @@
 //! Paimon schemas for state tables and the record archive.
 
 use livestate_record::RecordedEvent;
+use livestate_spec::options::THIN_MODE_OPTION;
 use livestate_spec::types::{millis_to_timestamp, parse_timestamp};
 use livestate_spec::MergeEngine;
 use livestate_spec::{TableSpec, Value, ValueType};
@@ -34,7 +35,20 @@ pub fn paimon_type(ty: ValueType) -> paimon::Result<DataType> {
     })
 }
 
-/// The Paimon schema of a state table: its columns, primary key and options, verbatim.
+/// The Paimon schema of a state table: its columns, primary key and options, verbatim, plus
+/// the options that describe how livestate writes it (`changelog-producer`, and
+/// `data-file.thin-mode` = `true`).
+///
+/// Why thin mode is stated: the `paimon` crate (0.4.0, `table/kv_file_writer.rs`) and
+/// livestate's compaction (`livestate-lsm` `kvfile`) write primary-key data files as
+/// `_SEQUENCE_NUMBER, _VALUE_KIND, <columns>`, without the `_KEY_<k>` copies of the key that
+/// Java Paimon writes by default. Java readers since 1.0 never read `_KEY_` columns
+/// (`FormatReaderMapping.Builder#trimKeyFields` maps each `_KEY_<k>` to the value column with
+/// the same field id), so they read these files whatever the option says; the option matters to
+/// Java *writers* (`KeyValueFileWriterFactory.FileWriterContextFactory`:
+/// `options.dataFileThinMode() && supportsThinMode(..)` picks `KeyValueThinDataFileWriterImpl`),
+/// so a Flink or Spark job writing or compacting the same table keeps the one layout. See
+/// docs/scale-out.md.
 ///
 /// # Errors
 /// When Paimon's own schema checks reject the table.
@@ -54,6 +68,9 @@ pub fn state_schema(spec: &TableSpec) -> paimon::Result<Schema> {
         // snapshot (Java's streaming source reads it from COMPACT snapshots only).
         let producer = if spec.merge_engine == MergeEngine::FirstRow { "lookup" } else { "input" };
         b = b.option("changelog-producer", producer);
+    }
+    if !spec.options.contains_key(THIN_MODE_OPTION) {
+        b = b.option(THIN_MODE_OPTION, "true");
     }
     b.comment(spec.description.clone()).build()
 }

@@ -62,12 +62,12 @@ const INT_OPTIONS: [&str; 10] = [
 /// Options whose value is a duration (`1 h`, `30 min`, `7d` as Paimon writes them).
 const DURATION_OPTIONS: [&str; 2] = ["snapshot.time-retained", "tag.default-time-retained"];
 
-const BOOL_OPTIONS: [&str; 4] = [
-    "partial-update.remove-record-on-delete",
-    "ignore-delete",
-    "aggregation.remove-record-on-delete",
-    "data-file.thin-mode",
-];
+const BOOL_OPTIONS: [&str; 3] =
+    ["partial-update.remove-record-on-delete", "ignore-delete", "aggregation.remove-record-on-delete"];
+
+/// Data files of primary-key tables hold no `_KEY_` columns (see `livestate-engine`'s schema
+/// module, which sets this option on every state table).
+pub const THIN_MODE_OPTION: &str = "data-file.thin-mode";
 
 const FREE_OPTIONS: [&str; 1] = ["file.compression"];
 
@@ -118,6 +118,14 @@ pub fn check(
                     format!("`{other}`: livestate writes every table's changelog (before and after of each change) itself; `none` switches it off"),
                 ),
             },
+            THIN_MODE_OPTION => {
+                if v != "true" {
+                    err(
+                        k,
+                        format!("`{v}`: livestate's writer (paimon 0.4.0) always writes data files without `_KEY_` columns, so only `true` describes them"),
+                    );
+                }
+            }
             "deletion-vectors.enabled" => {
                 if v != "false" {
                     err(
@@ -160,6 +168,18 @@ pub fn check(
             _ if FREE_OPTIONS.contains(&k.as_str()) => {}
             _ => err(k, "unknown or unsupported Paimon option".into()),
         }
+    }
+    // livestate gives first-row tables changelog-producer `lookup`, which Java Paimon refuses
+    // together with full-compaction.delta-commits (SchemaValidation.validateTableSchema): Flink
+    // and Spark could then not alter the table or read it with dynamic options.
+    if engine == MergeEngine::FirstRow
+        && opts.contains_key("full-compaction.delta-commits")
+        && opts.get("changelog-producer").map(String::as_str) != Some("none")
+    {
+        err(
+            "full-compaction.delta-commits",
+            "a first-row table's changelog comes from `lookup`, which Java Paimon refuses together with this option (set changelog-producer = \"none\" to use it)".into(),
+        );
     }
     if engine != MergeEngine::Aggregation && opts.keys().any(|k| k.ends_with(".aggregate-function")) {
         err("merge-engine", "aggregate functions need merge-engine = \"aggregation\"".into());
@@ -252,6 +272,28 @@ mod tests {
             ("file.format", "parquet"),
         ])
         .is_empty());
+    }
+
+    #[test]
+    fn thin_mode_may_only_say_what_livestate_writes() {
+        assert!(errors(&[("data-file.thin-mode", "true")]).is_empty());
+        let e = errors(&[("data-file.thin-mode", "false")]);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].0, "data-file.thin-mode");
+        assert!(e[0].1.contains("_KEY_"), "{e:?}");
+    }
+
+    #[test]
+    fn first_row_refuses_full_compaction_delta_commits_while_its_changelog_is_lookup() {
+        let e = errors(&[("merge-engine", "first-row"), ("full-compaction.delta-commits", "4")]);
+        assert_eq!(e.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), ["full-compaction.delta-commits"]);
+        assert!(errors(&[
+            ("merge-engine", "first-row"),
+            ("full-compaction.delta-commits", "4"),
+            ("changelog-producer", "none"),
+        ])
+        .is_empty());
+        assert!(errors(&[("merge-engine", "deduplicate"), ("full-compaction.delta-commits", "4")]).is_empty());
     }
 
     #[test]
