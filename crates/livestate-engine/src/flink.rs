@@ -235,7 +235,10 @@ fn record_table(fields: &DataFields, target: &FlinkTarget) -> String {
     let row: Vec<String> =
         fields.types.iter().map(|(f, ty)| format!("{} {}", ident(f), sql_type(*ty))).collect();
     let _ = writeln!(out, "  `id` STRING,\n  `type` STRING,\n  `occurred_at` TIMESTAMP_LTZ(3),");
-    let _ = writeln!(out, "  `data` ROW<{}>,", row.join(", "));
+    // Flink has no empty ROW type: without any data field there is no `data` column.
+    if !row.is_empty() {
+        let _ = writeln!(out, "  `data` ROW<{}>,", row.join(", "));
+    }
     let _ = writeln!(out, "  `causation` STRING,\n  `proc_time` AS PROCTIME()\n) WITH (");
     let opts = [
         ("connector", "kafka"),
@@ -440,6 +443,22 @@ k = "string"
             "(CAST(`_e`.`data`.`price` AS DECIMAL(38, 18)) / CAST(4 AS BIGINT))"
         );
         assert_eq!(expr("$event.occurred_at").unwrap(), "CAST(`_e`.`occurred_at` AS TIMESTAMP(3))");
+    }
+
+    #[test]
+    fn events_without_fields_give_the_kafka_table_no_data_column() {
+        let spec = CompanySpec::from_sources(&[(
+            "t.toml".into(),
+            "[events.\"m.ping\"]\nfields = {}\n[tables.t]\nprimary_key = [\"k\"]\nfreshness = \"1s\"\n[tables.t.columns]\nk = \"string\"\n[[mappings]]\nevent = \"m.ping\"\ntable = \"t\"\nset = { k = \"$event.id\" }\n".to_string(),
+        )])
+        .unwrap();
+        let target =
+            FlinkTarget { warehouse: "w".into(), kafka_topic: "t".into(), kafka_bootstrap: "b:1".into() };
+        let sql = record_table(&DataFields::of(&spec), &target);
+        assert!(
+            !sql.contains("`data`") && sql.contains("`occurred_at` TIMESTAMP_LTZ(3),\n  `causation`"),
+            "{sql}"
+        );
     }
 
     #[test]
