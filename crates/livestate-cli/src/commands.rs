@@ -4,7 +4,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use livestate_engine::{
     load_spec, open_catalog, read, At, EngineError, LagSource, Layout, Livestate, Progress, ReadRequest,
@@ -15,6 +15,7 @@ use paimon::FileSystemCatalog;
 
 use crate::args::Command;
 use crate::render;
+use crate::Usage;
 
 pub async fn run(cmd: Command) -> anyhow::Result<()> {
     match cmd {
@@ -32,7 +33,9 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Tables { dir, json } => tables(&dir, json).await,
         Command::Demo { dir, seed, items, rate, duration, approve, listen, blocked_after } => {
             if !(rate > 0.0 && rate <= 100_000.0) {
-                bail!("--rate {rate}: give events per second between 0 and 100000");
+                return Err(
+                    Usage(format!("--rate {rate}: give events per second between 0 and 100000")).into()
+                );
             }
             let opts =
                 crate::demo::DemoOptions { dir, seed, items, rate, duration, approve, listen, blocked_after };
@@ -84,7 +87,7 @@ fn token(cmd: crate::args::TokenCommand) -> anyhow::Result<()> {
     let file = |dir: &Path| -> anyhow::Result<PathBuf> {
         let layout = Layout::new(dir)?;
         if !layout.is_initialized() {
-            bail!("{} is not a livestate directory (run `livestate init` first)", layout.dir.display());
+            return Err(EngineError::NotInitialized { dir: layout.dir }.into());
         }
         Ok(layout.principals_file())
     };
@@ -309,7 +312,7 @@ fn parse_keys(keys: Vec<String>) -> anyhow::Result<Vec<(String, String)>> {
     keys.into_iter()
         .map(|k| match k.split_once('=') {
             Some((c, v)) if !c.trim().is_empty() => Ok((c.trim().to_string(), v.to_string())),
-            _ => bail!("--key `{k}` is not of the form column=value"),
+            _ => Err(Usage(format!("--key `{k}` is not of the form column=value")).into()),
         })
         .collect()
 }
@@ -443,8 +446,13 @@ async fn watch(dir: &Path, trigger: &str, consumer: &str, peek: bool) -> anyhow:
         let known = ls.spec.triggers.keys().cloned().collect();
         return Err(EngineError::UnknownTrigger { name: trigger.into(), known }.into());
     }
-    if consumer.trim().is_empty() || consumer.contains('\0') {
-        bail!("--consumer must be a non-empty name");
+    if consumer.trim().is_empty() || consumer.len() > 200 || consumer.chars().any(char::is_control) {
+        let shown: String = consumer.chars().take(60).collect();
+        return Err(Usage(format!(
+            "--consumer `{}`: a consumer is named by 1 to 200 bytes without control characters",
+            shown.escape_debug()
+        ))
+        .into());
     }
     let n = deliver(&ls, trigger, consumer, peek)?;
     eprintln!("{n} firing(s) of {trigger} for {consumer}");

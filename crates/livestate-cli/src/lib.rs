@@ -13,6 +13,18 @@ use clap::Parser;
 
 pub use args::{Cli, Command};
 
+/// A mistake in the command line or its input that the caller can fix: exit code 2.
+#[derive(Debug)]
+pub(crate) struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
 /// The example company's spec, built into the binary so `init` and `demo` work anywhere.
 pub const EXAMPLE_SPEC: [(&str, &str); 4] = [
     ("events.toml", include_str!("../../../examples/company/events.toml")),
@@ -57,9 +69,9 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            let input = e
-                .downcast_ref::<livestate_engine::EngineError>()
-                .is_some_and(livestate_engine::is_input_error)
+            let input = e.downcast_ref::<Usage>().is_some()
+                || e.downcast_ref::<livestate_engine::EngineError>()
+                    .is_some_and(livestate_engine::is_input_error)
                 || e.downcast_ref::<livestate_server::auth::AuthError>()
                     .is_some_and(|a| !matches!(a, livestate_server::auth::AuthError::File { .. }))
                 || e.downcast_ref::<livestate_sql::SqlError>()

@@ -260,11 +260,14 @@ fn to_new_event(ev: &Event) -> NewEvent {
     }
 }
 
-/// Whether an error is a refused event line (the caller's input), for exit codes.
+/// Whether an error is the caller's to fix (a refused event line, an unknown name, a directory
+/// that is not, or already is, initialised), for exit codes and HTTP statuses.
 pub fn is_input_error(e: &EngineError) -> bool {
     matches!(
         e,
         EngineError::InvalidEvents(_)
+            | EngineError::NotInitialized { .. }
+            | EngineError::AlreadyInitialized { .. }
             | EngineError::Record(livestate_record::RecordError::IdConflict { .. })
             | EngineError::BadRequest { .. }
             | EngineError::UnknownTable { .. }

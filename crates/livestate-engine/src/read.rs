@@ -332,12 +332,34 @@ async fn snapshot_at(table: &Table, ts: &TableSpec, at: &At) -> Result<Snapshot,
             sm.get_snapshot(*id).await.map_err(paimon_err(&full, "read snapshot"))
         }
         At::Tag(t) => {
+            check_tag_name(&ts.name, t)?;
             table.tag_manager().get(t).await.map_err(paimon_err(&full, "read tag"))?.ok_or_else(|| {
                 EngineError::BadRequest { table: ts.name.clone(), message: format!("no tag `{t}`") }
             })
         }
         At::Latest => unreachable!("callers handle the latest version"),
     }
+}
+
+/// A tag is a file in the table's `tag/` directory: its name must be 1 to 200 bytes without `/`,
+/// `\`, `..` or control characters, so that it names a file there and nothing else.
+fn check_tag_name(table: &str, name: &str) -> Result<(), EngineError> {
+    let fine = !name.trim().is_empty()
+        && name.len() <= 200
+        && !name.contains("..")
+        && !name.chars().any(|c| c == '/' || c == '\\' || c.is_control());
+    if fine {
+        return Ok(());
+    }
+    let shown: String = name.chars().take(60).collect();
+    Err(EngineError::BadRequest {
+        table: table.to_string(),
+        message: format!(
+            "tag `{}`{}: not a tag name (1 to 200 bytes without `/`, `\\`, `..` or control characters)",
+            shown.escape_debug(),
+            if shown.len() < name.len() { "..." } else { "" }
+        ),
+    })
 }
 
 /// The receipt of `table` at `at`, without reading rows.

@@ -259,6 +259,19 @@ impl LivestateMcp {
     }
 }
 
+/// The API's refusal as an MCP protocol error: 404 is "resource not found", another refusal of
+/// the caller's request (401, 403, 400) an invalid request, anything else an internal error.
+/// The message keeps the status and the server's words.
+fn protocol_error(e: ClientError) -> McpError {
+    match e.status() {
+        Some(s) if s == livestate_client::StatusCode::NOT_FOUND => {
+            McpError::resource_not_found(e.to_string(), None)
+        }
+        Some(s) if s.is_client_error() => McpError::invalid_request(e.to_string(), None),
+        _ => McpError::internal_error(e.to_string(), None),
+    }
+}
+
 fn reqwest_404() -> livestate_client::StatusCode {
     livestate_client::StatusCode::NOT_FOUND
 }
@@ -279,7 +292,7 @@ impl ServerHandler for LivestateMcp {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let tables = self.client.tables().await.map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let tables = self.client.tables().await.map_err(protocol_error)?;
         let resources: Vec<Resource> = tables
             .as_array()
             .into_iter()
@@ -298,7 +311,7 @@ impl ServerHandler for LivestateMcp {
         let Some(table) = request.uri.strip_prefix("livestate://tables/") else {
             return Err(McpError::resource_not_found(format!("no resource {}", request.uri), None));
         };
-        let v = self.describe(table).await.map_err(|e| McpError::resource_not_found(e.to_string(), None))?;
+        let v = self.describe(table).await.map_err(protocol_error)?;
         let text = serde_json::to_string_pretty(&v).unwrap_or_default();
         Ok(ReadResourceResult::new(vec![ResourceContents::text(text, request.uri)]).into())
     }

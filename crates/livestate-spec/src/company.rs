@@ -13,6 +13,10 @@ use crate::options;
 pub use crate::options::MergeEngine;
 use crate::types::ValueType;
 
+/// Largest spec file read (1 MiB): specs are written by hand, and a larger file is a mistake
+/// (a data file in the spec directory) rather than a spec.
+pub const MAX_SPEC_FILE_BYTES: u64 = 1 << 20;
+
 /// Names every event carries besides its data fields.
 pub const ENVELOPE_NAMES: [(&str, ValueType); 5] = [
     ("$event.id", ValueType::String),
@@ -135,8 +139,9 @@ impl CompanySpec {
     /// Reads every `*.toml` file in `dir` (sorted by name) and checks the whole spec.
     ///
     /// # Errors
-    /// [`SpecError::Io`] when a file cannot be read; [`SpecError::Invalid`] listing every problem
-    /// (file, location, reason) when the spec is wrong.
+    /// [`SpecError::Io`] when a file cannot be read (or is not UTF-8); [`SpecError::Invalid`]
+    /// listing every problem (file, location, reason) when the spec is wrong or a file is larger
+    /// than [`MAX_SPEC_FILE_BYTES`].
     pub fn load_dir(dir: &Path) -> Result<CompanySpec, SpecError> {
         let io = |source| SpecError::Io { path: dir.to_path_buf(), source };
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -153,10 +158,27 @@ impl CompanySpec {
             }]));
         }
         let mut sources = Vec::new();
+        let mut too_big = Vec::new();
         for f in files {
+            let io = |source| SpecError::Io { path: f.clone(), source };
+            let len = std::fs::metadata(&f).map_err(io)?.len();
+            if len > MAX_SPEC_FILE_BYTES {
+                too_big.push(Problem {
+                    file: f,
+                    at: "(file)".into(),
+                    message: format!(
+                        "{len} bytes; a spec file may hold at most {} KiB",
+                        MAX_SPEC_FILE_BYTES >> 10
+                    ),
+                });
+                continue;
+            }
             let text =
                 std::fs::read_to_string(&f).map_err(|source| SpecError::Io { path: f.clone(), source })?;
             sources.push((f, text));
+        }
+        if !too_big.is_empty() {
+            return Err(SpecError::Invalid(too_big));
         }
         Self::from_sources(&sources)
     }

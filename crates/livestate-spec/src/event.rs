@@ -12,6 +12,16 @@ use crate::types::{format_timestamp, parse_timestamp, Value};
 /// Longest accepted event id, in bytes.
 pub const MAX_ID_LEN: usize = 200;
 
+/// Longest accepted event line, in bytes (4 MiB, the API's default request body limit): an
+/// event is a business fact, and a line this long is a mistake, not one.
+pub const MAX_LINE_BYTES: usize = 4 << 20;
+
+/// How far ahead of the accepting clock an event's `occurred_at` may be: one day. Clocks of
+/// modules drift and time zones get mixed up, but an event from further in the future is a
+/// mistake (a wrong year, milliseconds read as seconds) that would sort after every real event
+/// for good, so it is refused when emitted.
+pub const MAX_FUTURE_SKEW: chrono::TimeDelta = chrono::TimeDelta::days(1);
+
 /// The wire form of an event: `{"id","type","occurred_at","data":{...},"causation"?}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -48,11 +58,17 @@ pub struct RowOp {
 pub type Fetch<'a> = dyn Fn(&str, &[Value]) -> Option<Vec<Value>> + 'a;
 
 impl Event {
-    /// Parses one JSON line and checks it against `spec`.
+    /// Parses one JSON line (at most [`MAX_LINE_BYTES`]) and checks it against `spec`.
     ///
     /// # Errors
     /// An [`EventError`] naming the field (`id`, `type`, `data.qty`, ...) and the reason.
     pub fn parse_line(line: &str, spec: &CompanySpec) -> Result<Event, EventError> {
+        if line.len() > MAX_LINE_BYTES {
+            return Err(EventError::new(
+                "(line)",
+                format!("{} bytes; an event line may be at most {} MiB", line.len(), MAX_LINE_BYTES >> 20),
+            ));
+        }
         let env: EventEnvelope = serde_json::from_str(line).map_err(|e| {
             let field =
                 e.to_string().split('`').nth(1).map(str::to_string).unwrap_or_else(|| "(line)".into());
@@ -61,12 +77,31 @@ impl Event {
         Event::check(env, spec)
     }
 
-    /// Checks an envelope against `spec`: its fields, and that every mapping applies cleanly.
+    /// Checks an envelope against `spec`: its fields, that `occurred_at` is at most
+    /// [`MAX_FUTURE_SKEW`] ahead of the clock now, and that every mapping applies cleanly.
     ///
     /// # Errors
     /// An [`EventError`] naming the field (or mapping) and the reason.
     pub fn check(env: EventEnvelope, spec: &CompanySpec) -> Result<Event, EventError> {
+        Event::check_at(env, spec, Utc::now())
+    }
+
+    /// As [`Event::check`], with the clock reading `now`.
+    ///
+    /// # Errors
+    /// As [`Event::check`].
+    pub fn check_at(env: EventEnvelope, spec: &CompanySpec, now: DateTime<Utc>) -> Result<Event, EventError> {
         let event = Event::decode(env, spec)?;
+        if event.occurred_at > now + MAX_FUTURE_SKEW {
+            return Err(EventError::new(
+                "occurred_at",
+                format!(
+                    "{}Z is more than a day after the time it was received ({}Z); an event cannot have happened in the future",
+                    format_timestamp(&event.occurred_at),
+                    format_timestamp(&now)
+                ),
+            ));
+        }
         event.row_ops(spec, 0)?;
         Ok(event)
     }
@@ -232,5 +267,51 @@ impl Event {
             row[idx] = v;
         }
         Ok(Some(RowOp { table: m.table.clone(), action: m.action, row }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> CompanySpec {
+        CompanySpec::from_sources(&[(
+            "c.toml".into(),
+            r#"
+            [events."inventory.counted"]
+            fields = { item = "string", qty = "int" }
+            [tables.stock]
+            primary_key = ["item"]
+            freshness = "5m"
+            columns = { item = "string", on_hand = "int" }
+            [[mappings]]
+            event = "inventory.counted"
+            table = "stock"
+            set = { item = "item", on_hand = "qty" }
+            "#
+            .to_string(),
+        )])
+        .unwrap()
+    }
+
+    fn at(occurred_at: &str) -> EventEnvelope {
+        serde_json::from_value(serde_json::json!({
+            "id": "e1", "type": "inventory.counted", "occurred_at": occurred_at,
+            "data": {"item": "bolt", "qty": 1}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn occurred_at_more_than_a_day_ahead_of_the_clock_is_refused_naming_the_field() {
+        let now = parse_timestamp("2026-03-02T08:00:00Z").unwrap();
+        let spec = spec();
+        assert!(Event::check_at(at("2026-03-03T08:00:00Z"), &spec, now).is_ok(), "exactly a day ahead");
+        assert!(Event::check_at(at("2020-01-01T00:00:00Z"), &spec, now).is_ok(), "the past is fine");
+        let e = Event::check_at(at("2026-03-03T08:00:00.001Z"), &spec, now).unwrap_err();
+        assert_eq!(e.field, "occurred_at");
+        assert!(e.reason.contains("2026-03-03T08:00:00.001Z is more than a day after"), "{e}");
+        let e = Event::check_at(at("9999-12-31T23:59:59Z"), &spec, now).unwrap_err();
+        assert_eq!(e.field, "occurred_at", "{e}");
     }
 }

@@ -6,6 +6,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, Duration as ChronoDuration, NaiveTime, Utc};
 
+/// The longest duration budget: a year (`365d`). Longer ones would overflow the clock arithmetic
+/// of commit cadence and lag, and no table is kept that stale on purpose.
+pub const MAX_BUDGET: Duration = Duration::from_secs(365 * 86_400);
+
 /// A table's freshness budget, written `500ms`, `1s`, `5m`, `2h` or `nightly@02:00` (UTC).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Freshness {
@@ -93,12 +97,15 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let n: u64 = num.parse().map_err(|_| format!("`{s}` is not a duration like 500ms, 1s, 5m, 2h"))?;
+    let secs = |per: u64| {
+        n.checked_mul(per).map(Duration::from_secs).ok_or_else(|| format!("`{s}` is too long a duration"))
+    };
     let d = match unit {
         "ms" => Duration::from_millis(n),
         "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n * 60),
-        "h" => Duration::from_secs(n * 3600),
-        "d" => Duration::from_secs(n * 86_400),
+        "m" => secs(60)?,
+        "h" => secs(3600)?,
+        "d" => secs(86_400)?,
         _ => return Err(format!("`{s}` has unknown unit `{unit}` (use ms, s, m, h or d)")),
     };
     if d.is_zero() {
@@ -121,7 +128,10 @@ impl FromStr for Freshness {
             };
             return Ok(Freshness::Nightly { at });
         }
-        parse_duration(t).map(Freshness::Within)
+        match parse_duration(t)? {
+            d if d > MAX_BUDGET => Err(format!("`{s}` is longer than 365d, the longest budget")),
+            d => Ok(Freshness::Within(d)),
+        }
     }
 }
 
@@ -137,6 +147,19 @@ mod tests {
         assert!("0s".parse::<Freshness>().unwrap_err().contains("zero"));
         assert!("5 parsecs".parse::<Freshness>().is_err());
         assert!("nightly@25:00".parse::<Freshness>().is_err());
+    }
+
+    #[test]
+    fn budgets_that_would_overflow_or_are_not_durations_are_refused_by_name() {
+        assert_eq!("365d".parse::<Freshness>().unwrap(), Freshness::Within(MAX_BUDGET));
+        assert!("366d".parse::<Freshness>().unwrap_err().contains("longer than"));
+        // u64::MAX days once overflowed the multiplication (a panic in debug builds).
+        let e = "18446744073709551615d".parse::<Freshness>().unwrap_err();
+        assert!(e.contains("too long"), "{e}");
+        assert!("18446744073709551615ms".parse::<Freshness>().unwrap_err().contains("longer than"));
+        assert!("-5m".parse::<Freshness>().unwrap_err().contains("not a duration"));
+        assert!("forever".parse::<Freshness>().unwrap_err().contains("not a duration"));
+        assert!("5 m".parse::<Freshness>().unwrap_err().contains("unit"));
     }
 
     #[test]
