@@ -178,15 +178,21 @@ async fn init(dir: &Path, spec: Option<&Path>) -> anyhow::Result<()> {
 }
 
 async fn emit(dir: &Path, input: &str, skip_invalid: bool, json: bool) -> anyhow::Result<()> {
-    let text = if input == "-" {
-        let mut s = String::new();
-        std::io::stdin().read_to_string(&mut s).context("reading events from standard input")?;
-        s
+    let bytes = if input == "-" {
+        let mut b = Vec::new();
+        std::io::stdin().read_to_end(&mut b).context("reading events from standard input")?;
+        b
     } else {
-        std::fs::read_to_string(input).with_context(|| format!("reading events from {input}"))?
+        std::fs::read(input).map_err(|e| Usage(format!("reading events from {input}: {e}")))?
     };
+    let (text, not_utf8) = livestate_engine::decode_lines(&bytes);
+    if !not_utf8.is_empty() && !skip_invalid {
+        return Err(EngineError::InvalidEvents(not_utf8).into());
+    }
     let ls = Livestate::open(dir).await?;
-    let report = ls.emit(&text, skip_invalid)?;
+    let mut report = ls.emit(&text, skip_invalid)?;
+    report.skipped.extend(not_utf8);
+    report.skipped.sort_by_key(|e| e.line);
     for e in &report.skipped {
         eprintln!("skipped {e}");
     }

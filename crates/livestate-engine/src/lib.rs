@@ -260,6 +260,36 @@ fn to_new_event(ev: &Event) -> NewEvent {
     }
 }
 
+/// Event input as it arrived, as the text [`Livestate::emit`] takes: a byte-order mark at the
+/// very start is dropped, and each line that is not UTF-8 is left empty (so every other line
+/// keeps its number) and returned as a bad line named by its number.
+pub fn decode_lines(input: &[u8]) -> (String, Vec<LineError>) {
+    let input = input.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(input);
+    let mut text = String::with_capacity(input.len());
+    let mut not_utf8 = Vec::new();
+    for (i, raw) in input.split(|b| *b == b'\n').enumerate() {
+        if i > 0 {
+            text.push('\n');
+        }
+        match std::str::from_utf8(raw) {
+            Ok(line) => text.push_str(line),
+            Err(e) => not_utf8.push(LineError {
+                line: i + 1,
+                id: None,
+                error: livestate_spec::EventError::new(
+                    "(line)",
+                    format!(
+                        "not UTF-8: byte {:#04x} at column {}",
+                        raw[e.valid_up_to()],
+                        e.valid_up_to() + 1
+                    ),
+                ),
+            }),
+        }
+    }
+    (text, not_utf8)
+}
+
 /// Whether an error is the caller's to fix (a refused event line, an unknown name, a directory
 /// that is not, or already is, initialised), for exit codes and HTTP statuses.
 pub fn is_input_error(e: &EngineError) -> bool {
