@@ -4,7 +4,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use livestate_engine::{
     load_spec, open_catalog, read, At, EngineError, LagSource, Layout, Livestate, Progress, ReadRequest,
@@ -42,6 +42,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
             crate::demo::run(opts).await.map(|_| ())
         }
         Command::Compact { dir, table, full } => compact(&dir, &table, full).await,
+        Command::Verify { dir, json } => verify(&dir, json).await,
         Command::Serve { dir, listen, principals, tag_retention, webhook } => {
             let listener = tokio::net::TcpListener::bind(&listen)
                 .await
@@ -190,22 +191,39 @@ async fn emit(dir: &Path, input: &str, skip_invalid: bool, json: bool) -> anyhow
         return Err(EngineError::InvalidEvents(not_utf8).into());
     }
     let ls = Livestate::open(dir).await?;
-    let mut report = ls.emit(&text, skip_invalid)?;
+    // Each chunk's offsets are printed once the record has acknowledged it (after its fsync): a
+    // line without an offset was not recorded.
+    let mut printed = 0;
+    let outcome = ls.emit_with(&text, skip_invalid, |chunk| {
+        for (line, a) in chunk {
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"line": line, "offset": a.offset, "duplicate": a.duplicate})
+                );
+            } else if a.duplicate {
+                println!("line {line}: offset {} (already recorded)", a.offset);
+            } else {
+                println!("line {line}: offset {}", a.offset);
+            }
+        }
+        printed += chunk.len();
+    });
+    let mut report = match outcome {
+        Ok(r) => r,
+        Err(e) if printed > 0 => {
+            return Err(anyhow::Error::new(e).context(format!(
+                "the first {printed} event(s) were recorded (offsets printed); the rest were not"
+            )))
+        }
+        Err(e) => return Err(e.into()),
+    };
     report.skipped.extend(not_utf8);
     report.skipped.sort_by_key(|e| e.line);
     for e in &report.skipped {
         eprintln!("skipped {e}");
     }
     let new = report.appended.iter().filter(|(_, a)| !a.duplicate).count();
-    for (line, a) in &report.appended {
-        if json {
-            println!("{}", serde_json::json!({"line": line, "offset": a.offset, "duplicate": a.duplicate}));
-        } else if a.duplicate {
-            println!("line {line}: offset {} (already recorded)", a.offset);
-        } else {
-            println!("line {line}: offset {}", a.offset);
-        }
-    }
     eprintln!(
         "{} event(s) appended, {} already recorded, {} skipped; record head is now offset {}",
         new,
@@ -472,4 +490,21 @@ async fn export(cmd: crate::args::ExportCommand) -> anyhow::Result<()> {
     let target = livestate_engine::flink::FlinkTarget { warehouse, kafka_topic, kafka_bootstrap };
     print!("{}", livestate_engine::flink::flink_sql(&layout, &target).await?);
     Ok(())
+}
+
+async fn verify(dir: &Path, json: bool) -> anyhow::Result<()> {
+    let report = livestate_engine::verify::verify(dir).await?;
+    let problems = report.problems();
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({"report": report, "problems": problems}))?
+        );
+    } else {
+        print!("{}", render::verify(&report));
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    bail!("{} problem(s) found in {}", problems.len(), dir.display())
 }

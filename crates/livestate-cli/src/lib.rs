@@ -43,6 +43,27 @@ fn example_spec_dir() -> anyhow::Result<tempfile::TempDir> {
     Ok(tmp)
 }
 
+/// The error and its causes, each cause only when the message does not already contain it
+/// (most of ours quote their source). Paimon errors are left out: ours describe them
+/// (`livestate_lsm::describe_paimon`), while their own text dumps their cause with `Debug`.
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        if cause.downcast_ref::<paimon::Error>().is_some() {
+            continue;
+        }
+        let c = cause.to_string();
+        if text.contains(&c) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&c);
+    }
+    text
+}
+
 /// Parses `args` and runs the command.
 pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let cli = match Cli::try_parse_from(args) {
@@ -68,7 +89,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     match runtime.block_on(commands::run(cli.command)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_text(&e));
             let input = e.downcast_ref::<Usage>().is_some()
                 || e.downcast_ref::<livestate_engine::EngineError>()
                     .is_some_and(livestate_engine::is_input_error)

@@ -212,3 +212,42 @@ pub fn audit(a: &serde_json::Value) -> String {
     }
     out
 }
+
+/// `livestate verify`: one line per store and table, then every problem.
+pub fn verify(r: &livestate_engine::verify::VerifyReport) -> String {
+    let state = |n: usize| if n == 0 { "ok".to_string() } else { format!("{n} problem(s)") };
+    let mut out = format!(
+        "record: {} event(s), {} table file(s) checked block by block: {}\n",
+        r.record.events,
+        r.record.files,
+        state(r.record.problems.len())
+    );
+    for s in &r.stores {
+        out.push_str(&format!(
+            "{}: {} table file(s) checked block by block: {}\n",
+            s.name,
+            s.files.files,
+            state(s.files.problems.len())
+        ));
+    }
+    for t in &r.tables {
+        out.push_str(&format!(
+            "{}: {} snapshot(s), {} tag(s), {} manifest list(s), {} manifest(s), {} data file(s): {}\n",
+            t.table,
+            t.snapshots,
+            t.tags,
+            t.manifest_lists,
+            t.manifests,
+            t.data_files,
+            state(t.problems.len())
+        ));
+    }
+    let problems = r.problems();
+    if problems.is_empty() {
+        out.push_str("every file checks out\n");
+    }
+    for p in problems {
+        out.push_str(&format!("DAMAGED {p}\n"));
+    }
+    out
+}

@@ -36,7 +36,7 @@ pub enum EngineError {
     #[error(transparent)]
     Maintenance(#[from] livestate_lsm::LsmError),
     /// A Paimon operation on a table failed.
-    #[error("paimon table {table}: {what}: {source}")]
+    #[error("paimon table {table}: {what}: {}", livestate_lsm::describe_paimon(.source))]
     Paimon {
         table: String,
         what: &'static str,
@@ -75,6 +75,13 @@ pub enum EngineError {
     /// The warehouse does not match the spec it was initialised with.
     #[error("table {table}: {message}")]
     Mismatch { table: String, message: String },
+    /// An operation on a table failed and checking the table found files that are missing,
+    /// have another size than their metadata records, or do not decode.
+    #[error(
+        "table {table} is damaged: {} (while: {cause})",
+        .problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    Damaged { table: String, problems: Vec<livestate_lsm::Problem>, cause: String },
 }
 
 pub(crate) fn paimon_err<'a>(
@@ -86,4 +93,27 @@ pub(crate) fn paimon_err<'a>(
 
 pub(crate) fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
     move |source| EngineError::Io { path: path.to_path_buf(), source }
+}
+
+/// `e`, or [`EngineError::Damaged`] when checking `version` of `table` (`None`: the latest
+/// snapshot) finds damaged files: the failure of an operation on a table is explained by the
+/// files it could not read. Costs nothing unless an operation failed.
+pub(crate) async fn diagnose(
+    table: &paimon::Table,
+    name: &str,
+    version: Option<&livestate_lsm::Version>,
+    e: EngineError,
+) -> EngineError {
+    if matches!(
+        e,
+        EngineError::Damaged { .. } | EngineError::Maintenance(livestate_lsm::LsmError::Damaged { .. })
+    ) {
+        return e;
+    }
+    let problems = livestate_lsm::check_version(table, name, version).await;
+    if problems.is_empty() {
+        e
+    } else {
+        EngineError::Damaged { table: name.to_string(), problems, cause: e.to_string() }
+    }
 }

@@ -18,6 +18,7 @@ pub mod schema;
 mod sink;
 pub mod triggers;
 mod upkeep;
+pub mod verify;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -168,8 +169,24 @@ impl Livestate {
     ///
     /// # Errors
     /// [`EngineError::InvalidEvents`] listing every bad line; record errors (an id re-sent with
-    /// different content among them).
+    /// different content among them). A record error after the first chunk leaves the earlier
+    /// chunks recorded: [`Livestate::emit_with`] reports each chunk as it is acknowledged.
     pub fn emit(&self, input: &str, skip_invalid: bool) -> Result<EmitReport, EngineError> {
+        self.emit_with(input, skip_invalid, |_| {})
+    }
+
+    /// As [`Livestate::emit`], calling `acknowledged` with each chunk's lines and offsets as soon
+    /// as the chunk is durable, so a caller can report what was stored before a later chunk
+    /// failed. Lines never passed to `acknowledged` were not recorded.
+    ///
+    /// # Errors
+    /// As [`Livestate::emit`].
+    pub fn emit_with(
+        &self,
+        input: &str,
+        skip_invalid: bool,
+        mut acknowledged: impl FnMut(&[(usize, Appended)]),
+    ) -> Result<EmitReport, EngineError> {
         let mut good = Vec::new();
         let mut bad = Vec::new();
         for (i, line) in input.lines().enumerate() {
@@ -193,7 +210,9 @@ impl Livestate {
         for chunk in good.chunks(EMIT_CHUNK) {
             let events = chunk.iter().map(|(_, ev)| to_new_event(ev)).collect();
             let out = self.record.append(events)?;
+            let start = report.appended.len();
             report.appended.extend(chunk.iter().map(|(line, _)| *line).zip(out));
+            acknowledged(&report.appended[start..]);
         }
         Ok(report)
     }

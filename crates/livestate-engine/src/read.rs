@@ -14,7 +14,7 @@ use paimon::spec::{Datum, Predicate, PredicateBuilder, Snapshot};
 use paimon::{Catalog, FileSystemCatalog, Table};
 use serde::Serialize;
 
-use crate::error::{paimon_err, EngineError};
+use crate::error::{diagnose, paimon_err, EngineError};
 use crate::index::{key_bytes, Index, IndexMeta};
 use crate::layout::Status;
 use crate::schema::latest_own_snapshot;
@@ -307,7 +307,17 @@ pub async fn read(
             (tt, past_receipt(&ts, &snap))
         }
     };
-    let mut rows = scan(&table, &ts, &filters).await?;
+    let mut rows = match scan(&table, &ts, &filters).await {
+        Ok(rows) => rows,
+        Err(e) => {
+            let version = match &req.at {
+                At::Latest => None,
+                At::Snapshot(id) => Some(livestate_lsm::Version::Snapshot(*id)),
+                At::Tag(t) => Some(livestate_lsm::Version::Tag(t.clone())),
+            };
+            return Err(diagnose(&table, &full, version.as_ref(), e).await);
+        }
+    };
     sort_by_key(&ts, &mut rows);
     Ok(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt })
 }
@@ -584,8 +594,15 @@ pub async fn tables(
             .await
             .map_err(paimon_err(&full, "read snapshot"))?
             .and_then(|s| s.total_record_count());
-        let maintainer = livestate_lsm::Maintainer::new(table, full, livestate_lsm::CommitLock::default())?;
-        let health = maintainer.health().await?;
+        let maintainer = livestate_lsm::Maintainer::new(
+            table.clone(),
+            full.clone(),
+            livestate_lsm::CommitLock::default(),
+        )?;
+        let health = match maintainer.health().await {
+            Ok(h) => h,
+            Err(e) => return Err(diagnose(&table, &full, None, e.into()).await),
+        };
         out.push(TableInfo {
             name: ts.name.clone(),
             merge_engine: ts.merge_engine.as_str().to_string(),

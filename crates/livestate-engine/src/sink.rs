@@ -12,7 +12,7 @@ use paimon::catalog::Identifier;
 use paimon::spec::{BinaryRow, RowKind};
 use paimon::{Catalog, CommitMessage, FileSystemCatalog, Table, TableCommit, TableWrite};
 
-use crate::error::{paimon_err, EngineError};
+use crate::error::{diagnose, paimon_err, EngineError};
 use crate::index::{Index, IndexMeta};
 use crate::rows::{self, KindRow};
 use crate::schema::{latest_own_snapshot, COMMIT_USER};
@@ -205,8 +205,19 @@ impl TableSink {
         tracking: Option<Tracking>,
     ) -> Result<TableSink, EngineError> {
         let full = format!("{db}.{name}");
-        let mut table =
-            catalog.get_table(&Identifier::new(db, name)).await.map_err(paimon_err(&full, "open"))?;
+        let table = catalog.get_table(&Identifier::new(db, name)).await.map_err(paimon_err(&full, "open"))?;
+        match TableSink::open_table(table.clone(), full.clone(), with_kind, tracking).await {
+            Ok(sink) => Ok(sink),
+            Err(e) => Err(diagnose(&table, &full, None, e).await),
+        }
+    }
+
+    async fn open_table(
+        mut table: Table,
+        full: String,
+        with_kind: bool,
+        tracking: Option<Tracking>,
+    ) -> Result<TableSink, EngineError> {
         if tracking.is_some() {
             // livestate writes the changelog itself (before and after of every change); the
             // `paimon` writer must not add its raw input changelog on top.
@@ -242,6 +253,17 @@ impl TableSink {
         })
     }
 
+    /// The offset below which the latest snapshot reflects every event: the position itself when
+    /// nothing was applied since the last commit (the events since touched no row of this table),
+    /// else the last commit's.
+    pub fn checked_through(&self) -> u64 {
+        if self.oldest_uncommitted_ms.is_none() {
+            self.position.max(self.committed)
+        } else {
+            self.committed
+        }
+    }
+
     pub async fn push(&mut self, row: KindRow, recorded_at_ms: i64) -> Result<(), EngineError> {
         if let Some(t) = &mut self.tracking {
             t.apply(row.0, &row.1)?;
@@ -260,7 +282,10 @@ impl TableSink {
         }
         let batch = rows::to_batch(&self.schema, &self.pending)
             .map_err(|message| EngineError::Arrow { table: self.name.clone(), message })?;
-        self.write.write_arrow_batch(&batch).await.map_err(paimon_err(&self.name, "write"))?;
+        if let Err(e) = self.write.write_arrow_batch(&batch).await {
+            let e = paimon_err(&self.name, "write")(e);
+            return Err(diagnose(&self.table, &self.name, None, e).await);
+        }
         self.pending.clear();
         self.dirty = true;
         Ok(())
@@ -273,7 +298,17 @@ impl TableSink {
 
     /// Commits everything applied so far as reflecting every event below `self.position`.
     /// Returns the new snapshot id, or `None` when nothing changed.
+    ///
+    /// # Errors
+    /// Paimon and index errors; [`EngineError::Damaged`] when the table's files are.
     pub async fn commit(&mut self) -> Result<Option<i64>, EngineError> {
+        match self.commit_unchecked().await {
+            Ok(id) => Ok(id),
+            Err(e) => Err(diagnose(&self.table, &self.name, None, e).await),
+        }
+    }
+
+    async fn commit_unchecked(&mut self) -> Result<Option<i64>, EngineError> {
         self.flush().await?;
         if !self.dirty {
             self.committed = self.position;
@@ -324,8 +359,15 @@ impl TableSink {
     /// rebuilt from a full read (and those commits fire nothing).
     ///
     /// # Errors
-    /// Paimon or index errors.
+    /// Paimon or index errors; [`EngineError::Damaged`] when the table's files are.
     pub async fn recover_index(&mut self, ts: &TableSpec) -> Result<(), EngineError> {
+        match self.recover_index_unchecked(ts).await {
+            Ok(()) => Ok(()),
+            Err(e) => Err(diagnose(&self.table, &self.name, None, e).await),
+        }
+    }
+
+    async fn recover_index_unchecked(&mut self, ts: &TableSpec) -> Result<(), EngineError> {
         let Some(t) = &mut self.tracking else { return Ok(()) };
         let now =
             IndexMeta { identifier: self.committed, snapshot_id: self.snapshot_id, committed_at_ms: None };

@@ -122,13 +122,9 @@ async fn write_list(
 
 /// Every manifest file the snapshot's base and delta lists name.
 pub(crate) async fn data_manifests(table: &Table, name: &str, s: &Snapshot) -> Result<Vec<ManifestFileMeta>> {
-    let sm = table.snapshot_manager();
     let mut all = Vec::new();
     for list in [s.base_manifest_list(), s.delta_manifest_list()] {
-        let metas = ManifestList::read(table.file_io(), &sm.manifest_path(list))
-            .await
-            .map_err(paimon_err(name, "read manifest list"))?;
-        all.extend(metas);
+        all.extend(crate::verify::read_manifest_list(table, name, list).await?);
     }
     Ok(all)
 }

@@ -2,9 +2,10 @@
 
 /// What can go wrong while maintaining a table. Every variant names the table.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LsmError {
     /// The Paimon crate failed while doing `what`.
-    #[error("table {table}: {what}: {source}")]
+    #[error("table {table}: {what}: {}", describe_paimon(.source))]
     Paimon {
         table: String,
         what: &'static str,
@@ -20,6 +21,14 @@ pub enum LsmError {
     /// The table is in a state maintenance refuses to touch (nothing is changed).
     #[error("table {table}: {message}")]
     Refused { table: String, message: String },
+    /// Files of the table are missing, have another size than their metadata records, or do not
+    /// decode. `cause` is the failure that led to checking, when there was one.
+    #[error(
+        "table {table} is damaged: {}{}",
+        .problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
+        .cause.as_ref().map(|c| format!(" (while: {c})")).unwrap_or_default()
+    )]
+    Damaged { table: String, problems: Vec<crate::verify::Problem>, cause: Option<String> },
 }
 
 /// Maps a Paimon error to [`LsmError::Paimon`] for `table`.
@@ -31,3 +40,21 @@ pub(crate) fn paimon_err<'a>(
 }
 
 pub type Result<T, E = LsmError> = std::result::Result<T, E>;
+
+/// A Paimon error in words. Its own `Display` quotes its cause with `Debug`, which for an
+/// I/O error is a multi-line dump (with a backtrace when `RUST_BACKTRACE` is set); here the cause
+/// is quoted with `Display`, which still names the file and the operating system's error.
+pub fn describe_paimon(e: &paimon::Error) -> String {
+    use paimon::Error as P;
+    match e {
+        P::IoUnexpected { message, source } => format!("{message}: {source}"),
+        P::DataInvalid { message, source: Some(source) }
+        | P::UnexpectedError { message, source: Some(source) } => format!("{message}: {source}"),
+        P::DataInvalid { message, source: None } | P::UnexpectedError { message, source: None } => {
+            message.clone()
+        }
+        P::DataUnexpected { message, source } => format!("{message}: {source}"),
+        P::ParquetDataUnexpected { message, source } => format!("{message}: {source}"),
+        other => other.to_string(),
+    }
+}

@@ -40,7 +40,17 @@ impl Maintainer {
     /// # Errors
     /// Reading snapshots, manifests or listing files failed. What was deleted before the
     /// failure stays deleted; nothing a retained snapshot or tag needs is touched.
-    pub async fn expire(&self, now_ms: i64, mut progress: impl FnMut(u64, u64)) -> Result<ExpireReport> {
+    /// When the latest snapshot's files are damaged, [`crate::LsmError::Damaged`] names them.
+    pub async fn expire(&self, now_ms: i64, progress: impl FnMut(u64, u64)) -> Result<ExpireReport> {
+        let r = self.expire_unchecked(now_ms, progress).await;
+        self.checked(r).await
+    }
+
+    async fn expire_unchecked(
+        &self,
+        now_ms: i64,
+        mut progress: impl FnMut(u64, u64),
+    ) -> Result<ExpireReport> {
         let _expiring = self.expiring.lock().await;
         let name = self.name.as_str();
         let sm = self.table.snapshot_manager();

@@ -39,7 +39,13 @@ impl Maintainer {
     ///
     /// # Errors
     /// Reading snapshots, tags or manifests failed.
+    /// When the latest snapshot's files are damaged, [`crate::LsmError::Damaged`] names them.
     pub async fn health(&self) -> Result<TableHealth> {
+        let r = self.health_unchecked().await;
+        self.checked(r).await
+    }
+
+    async fn health_unchecked(&self) -> Result<TableHealth> {
         let name = self.name.as_str();
         let sm = self.table.snapshot_manager();
         let ids = sm.list_all_ids().await.map_err(paimon_err(name, "list snapshots"))?;

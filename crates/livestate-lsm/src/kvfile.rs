@@ -174,12 +174,12 @@ async fn write_named(
         column_max_sequence_numbers: None,
     };
     let path = meta.data_file_path(bucket_path);
-    table
-        .file_io()
-        .new_output(&path)
-        .map_err(paimon_err(name, "create file"))?
-        .write(bytes::Bytes::from(buf))
-        .await
-        .map_err(paimon_err(name, "write file"))?;
+    let output = table.file_io().new_output(&path).map_err(paimon_err(name, "create file"))?;
+    if let Err(e) = output.write(bytes::Bytes::from(buf)).await {
+        // A partial file (a full disk) is referenced by nothing; remove it now rather than
+        // leave it to orphan cleanup.
+        let _ = table.file_io().delete_file(&path).await;
+        return Err(paimon_err(name, "write file")(e));
+    }
     Ok(meta)
 }

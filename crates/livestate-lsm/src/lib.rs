@@ -12,6 +12,9 @@
 //! - [`Maintainer::remove_orphans`]: files nothing references (a crash mid-commit leaves them)
 //!   older than a safety window.
 //! - [`Maintainer::health`]: files, sorted runs and levels per bucket, snapshots and tags.
+//! - [`verify_table`]: every file each snapshot and tag needs exists, has the size its metadata
+//!   records and decodes (Paimon keeps no checksums); [`check_version`] does the same for the
+//!   latest snapshot (or a given version), to name the damaged file when a read fails.
 //!
 //! One process writes a table. Within it, data commits and compaction commits take the same
 //! [`CommitLock`], and compaction only ever merges the newest sorted runs, so sequence
@@ -29,18 +32,20 @@ pub mod pick;
 mod refs;
 mod rewrite;
 mod stats;
+mod verify;
 
 use std::sync::Arc;
 
 use paimon::Table;
 
 pub use commit::COMPACT_USER;
-pub use error::{LsmError, Result};
+pub use error::{describe_paimon, LsmError, Result};
 pub use expire::ExpireReport;
 pub use files::{live_files, BucketFiles, Version};
 pub use health::{BucketHealth, TableHealth, TagInfo};
 pub use options::{parse_duration, parse_memory_size, CompactionOptions, ExpireOptions};
 pub use orphan::OrphanReport;
+pub use verify::{check_version, verify_table, Problem, TableCheck};
 
 use crate::commit::{commit_compact, BucketChange};
 use crate::error::paimon_err;
@@ -145,7 +150,39 @@ impl Maintainer {
     /// # Errors
     /// Reading, merging or writing failed, or the commit lost the race for the next snapshot
     /// too often. Files written by a failed compaction are removed; the table is unchanged.
+    /// When the latest snapshot's files are damaged, [`LsmError::Damaged`] names them.
     pub async fn compact(
+        &self,
+        mode: CompactMode,
+        progress: impl FnMut(usize, usize),
+    ) -> Result<CompactReport> {
+        let r = self.compact_unchecked(mode, progress).await;
+        self.checked(r).await
+    }
+
+    /// `r`, with a failure explained by [`Maintainer::diagnosed`].
+    async fn checked<T>(&self, r: Result<T>) -> Result<T> {
+        match r {
+            Ok(v) => Ok(v),
+            Err(e) => Err(self.diagnosed(e).await),
+        }
+    }
+
+    /// `e`, or, when the latest snapshot has damaged files, [`LsmError::Damaged`] naming them
+    /// with `e` as the cause.
+    pub async fn diagnosed(&self, e: LsmError) -> LsmError {
+        if matches!(e, LsmError::Damaged { .. }) {
+            return e;
+        }
+        let problems = check_version(&self.table, &self.name, None).await;
+        if problems.is_empty() {
+            e
+        } else {
+            LsmError::Damaged { table: self.name.clone(), problems, cause: Some(e.to_string()) }
+        }
+    }
+
+    async fn compact_unchecked(
         &self,
         mode: CompactMode,
         mut progress: impl FnMut(usize, usize),

@@ -2,11 +2,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use paimon::spec::{Manifest, ManifestList, Snapshot};
+use paimon::spec::{ManifestFileMeta, Snapshot};
 use paimon::Table;
 
 use crate::error::{paimon_err, Result};
 use crate::files::{live_files, Version};
+use crate::verify::{check_manifest_size, read_manifest, read_manifest_list};
 
 /// File names (data files, manifests, manifest lists) a set of versions references.
 #[derive(Debug, Default)]
@@ -22,16 +23,14 @@ impl Refs {
     }
 }
 
-async fn read_list(table: &Table, name: &str, list: &str) -> Result<Vec<String>> {
-    let path = table.snapshot_manager().manifest_path(list);
-    let metas =
-        ManifestList::read(table.file_io(), &path).await.map_err(paimon_err(name, "read manifest list"))?;
-    Ok(metas.iter().map(|m| m.file_name().to_string()).collect())
+async fn read_list(table: &Table, name: &str, list: &str) -> Result<Vec<ManifestFileMeta>> {
+    read_manifest_list(table, name, list).await
 }
 
-async fn entry_names(table: &Table, name: &str, manifest: &str) -> Result<Vec<String>> {
-    let path = table.snapshot_manager().manifest_path(manifest);
-    let entries = Manifest::read(table.file_io(), &path).await.map_err(paimon_err(name, "read manifest"))?;
+/// The data files a manifest names. Its size is checked first: a truncated manifest that still
+/// decodes would otherwise hide files from expiry and orphan cleanup, which then delete them.
+async fn entry_names(table: &Table, name: &str, manifest: &ManifestFileMeta) -> Result<Vec<String>> {
+    let entries = read_manifest(table, name, manifest).await?;
     Ok(entries.iter().map(|e| e.file().file_name.clone()).collect())
 }
 
@@ -53,7 +52,7 @@ pub(crate) async fn snapshot_refs(
             if with_delta_files && i > 0 {
                 refs.data.extend(entry_names(table, name, &m).await?);
             }
-            refs.manifests.insert(m);
+            refs.manifests.insert(m.file_name().to_string());
         }
     }
     if let Some(index) = s.index_manifest() {
@@ -66,6 +65,13 @@ pub(crate) async fn snapshot_refs(
 /// files and its manifests.
 pub(crate) async fn version_refs(table: &Table, name: &str, s: &Snapshot, version: &Version) -> Result<Refs> {
     let mut refs = Refs::default();
+    // Paimon's planning below does not check sizes: a truncated manifest that still decodes
+    // would hide live files, which expiry or orphan cleanup would then delete.
+    for list in [s.base_manifest_list(), s.delta_manifest_list()] {
+        for m in read_list(table, name, list).await? {
+            check_manifest_size(table, name, &m).await?;
+        }
+    }
     for b in live_files(table, name, version).await? {
         refs.data.extend(b.files.into_iter().map(|f| f.file_name));
     }

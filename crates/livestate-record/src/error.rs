@@ -1,15 +1,23 @@
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-/// Errors of the record.
+/// Errors of the record. The store's own error is kept in `error` fields and described in the
+/// message (its own `Display` is a debug dump), so it is not repeated as a `source`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RecordError {
-    /// The embedded store failed (I/O, corruption detected by its checksums, ...).
-    #[error("record store at {path}: {source}")]
-    Store {
+    /// The embedded store could not be opened or read (an I/O error, a missing file, ...).
+    #[error("record store at {}: {}", .path.display(), describe(.error))]
+    Store { path: PathBuf, error: fjall::Error },
+    /// Stored data failed a check of the embedded store (a block checksum, a truncated or
+    /// garbled file): the record is damaged. `files` names the damaged files when they could be
+    /// found (see [`crate::check_files`]).
+    #[error("{}", damaged_message(.path, *.keyspace, .files, .error))]
+    Damaged {
         path: PathBuf,
-        #[source]
-        source: fjall::Error,
+        /// `events` or `ids`, when the failing read was in one keyspace.
+        keyspace: Option<&'static str>,
+        files: Vec<crate::FileProblem>,
+        error: fjall::Error,
     },
     /// A stored entry could not be decoded: the record is damaged or was written by a newer version.
     #[error("record entry at offset {offset} is unreadable: {reason}")]
@@ -17,13 +25,150 @@ pub enum RecordError {
     /// An event id was recorded before with different content.
     #[error("event id `{id}` was already recorded at offset {offset} with different content")]
     IdConflict { id: String, offset: u64 },
-    /// The record was closed after an earlier write failure; nothing more is accepted.
-    #[error("the record refused the write because an earlier write failed: {0}")]
-    Poisoned(String),
+    /// Storing this request failed (the disk is full, a write or an fsync failed): nothing of it
+    /// is acknowledged, and the record refuses every later append until it is opened again.
+    #[error(
+        "the record at {} could not store the events, none of them is acknowledged: {reason}; \
+         it refuses further appends until it is reopened (restart the process){}",
+        .path.display(),
+        if *.out_of_space { " once space is freed" } else { "" }
+    )]
+    WriteFailed { path: PathBuf, reason: String, out_of_space: bool },
+    /// The record refused the write because an earlier write failed (see
+    /// [`RecordError::WriteFailed`]); nothing is accepted until it is opened again.
+    #[error(
+        "the record at {} refuses appends since an earlier write failed ({reason}); nothing was \
+         stored; restart the process to reopen it{}",
+        .path.display(),
+        if *.out_of_space { " once space is freed" } else { "" }
+    )]
+    Poisoned { path: PathBuf, reason: String, out_of_space: bool },
 }
 
 impl RecordError {
-    pub(crate) fn store(path: &std::path::Path) -> impl FnOnce(fjall::Error) -> RecordError + '_ {
-        move |source| RecordError::Store { path: path.to_path_buf(), source }
+    pub(crate) fn store(path: &Path) -> impl FnOnce(fjall::Error) -> RecordError + '_ {
+        move |error| {
+            if is_damage(&error) {
+                let files = crate::check::check_files(path).problems;
+                RecordError::Damaged { path: path.to_path_buf(), keyspace: None, files, error }
+            } else {
+                RecordError::Store { path: path.to_path_buf(), error }
+            }
+        }
+    }
+
+    /// Like [`RecordError::store`] for a read in one keyspace.
+    pub(crate) fn read<'a>(
+        path: &'a Path,
+        keyspace: &'static str,
+    ) -> impl FnOnce(fjall::Error) -> RecordError + 'a {
+        move |error| match RecordError::store(path)(error) {
+            RecordError::Damaged { path, files, error, .. } => {
+                RecordError::Damaged { path, keyspace: Some(keyspace), files, error }
+            }
+            other => other,
+        }
+    }
+
+    /// Whether storing failed (now or earlier) so that nothing was acknowledged: a full disk, a
+    /// failed write or fsync. The caller may retry the same events after a restart.
+    pub fn is_write_failure(&self) -> bool {
+        matches!(self, RecordError::WriteFailed { .. } | RecordError::Poisoned { .. })
+    }
+
+    /// Whether the write failed because the disk (or the user's quota) is full.
+    pub fn is_out_of_space(&self) -> bool {
+        matches!(
+            self,
+            RecordError::WriteFailed { out_of_space: true, .. }
+                | RecordError::Poisoned { out_of_space: true, .. }
+        )
+    }
+}
+
+fn damaged_message(
+    path: &Path,
+    keyspace: Option<&str>,
+    files: &[crate::FileProblem],
+    error: &fjall::Error,
+) -> String {
+    let mut m = format!("the record at {} is damaged", path.display());
+    if let Some(k) = keyspace {
+        m.push_str(&format!(" (keyspace `{k}`)"));
+    }
+    m.push_str(&format!(": {}", describe(error)));
+    if files.is_empty() {
+        m.push_str("; no single damaged file was found (run `livestate verify`)");
+    }
+    for f in files {
+        m.push_str(&format!("; {f}"));
+    }
+    m
+}
+
+/// Whether a store error means stored bytes failed a check (as opposed to an I/O failure).
+pub(crate) fn is_damage(e: &fjall::Error) -> bool {
+    use fjall::Error as F;
+    use fjall::LsmError as L;
+    match e {
+        F::Storage(L::Io(io)) | F::Io(io) => {
+            matches!(io.kind(), std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::InvalidData)
+        }
+        F::Storage(
+            L::ChecksumMismatch { .. }
+            | L::Decompress(_)
+            | L::InvalidVersion(_)
+            | L::Unrecoverable
+            | L::InvalidTag(_)
+            | L::InvalidTrailer
+            | L::InvalidHeader(_)
+            | L::Utf8(_),
+        )
+        | F::JournalRecovery(_)
+        | F::InvalidVersion(_)
+        | F::Decompress(_)
+        | F::InvalidTrailer
+        | F::InvalidTag(_)
+        | F::Unrecoverable => true,
+        _ => false,
+    }
+}
+
+/// Whether an I/O error says the disk or the quota is full.
+pub(crate) fn is_out_of_space(e: &fjall::Error) -> bool {
+    let io = match e {
+        fjall::Error::Io(io) | fjall::Error::Storage(fjall::LsmError::Io(io)) => io,
+        _ => return false,
+    };
+    io.kind() == std::io::ErrorKind::StorageFull
+        || io.kind() == std::io::ErrorKind::QuotaExceeded
+        || matches!(io.raw_os_error(), Some(28 | 122))
+}
+
+/// A store error in words: the OS error text for I/O, what failed for a check.
+pub(crate) fn describe(e: &fjall::Error) -> String {
+    use fjall::Error as F;
+    use fjall::LsmError as L;
+    match e {
+        F::Io(io) | F::Storage(L::Io(io)) => io.to_string(),
+        F::Storage(L::ChecksumMismatch { got, expected }) => format!(
+            "checksum mismatch (xxh3 stored {:x}, computed {:x}): stored bytes changed",
+            expected.into_u128(),
+            got.into_u128()
+        ),
+        F::Storage(L::Decompress(c)) | F::Decompress(c) => format!("a {c:?} block does not decompress"),
+        F::Storage(L::InvalidHeader(what)) => format!("invalid {what} header"),
+        F::Storage(L::InvalidTrailer) | F::InvalidTrailer => "invalid file trailer".into(),
+        F::Storage(L::InvalidTag((what, tag))) | F::InvalidTag((what, tag)) => {
+            format!("invalid {what} tag {tag}")
+        }
+        F::Storage(L::InvalidVersion(v)) => format!("unknown format version {v}"),
+        F::InvalidVersion(v) => format!("unknown format version {v:?}"),
+        F::Storage(L::Unrecoverable) | F::Unrecoverable => {
+            "the store cannot be recovered (a file is missing, truncated or unreadable)".into()
+        }
+        F::JournalRecovery(j) => format!("the journal is damaged ({j:?})"),
+        F::Poisoned => "an earlier write or fsync failed; the store accepts no more writes".into(),
+        other => format!("{other:?}"),
     }
 }

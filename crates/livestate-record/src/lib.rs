@@ -3,6 +3,8 @@
 //! [`Record`] stores events in an embedded LSM store (fjall) keyed by offset, with an id index
 //! for idempotency. An append returns only after the batch is fsynced; concurrent appends share
 //! one fsync (group commit). The on-disk layout is described in `docs/formats/record.md`.
+//! A failed write or fsync is never acknowledged and makes the record refuse appends until it is
+//! reopened; [`check_record`] checks every stored file and entry (`livestate verify`).
 //!
 //! ```
 //! use livestate_record::{NewEvent, Record};
@@ -21,10 +23,12 @@
 //! assert!(again[0].duplicate);
 //! ```
 
+mod check;
 mod entry;
 mod error;
 mod record;
 
+pub use check::{check_files, check_record, FileProblem, FilesCheck, RecordCheck};
 pub use entry::{NewEvent, RecordedEvent, ENTRY_VERSION};
 pub use error::RecordError;
 pub use record::{Appended, Record, RecordStats};

@@ -7,7 +7,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
 use crate::entry::{NewEvent, RecordedEvent};
-use crate::error::RecordError;
+use crate::error::{describe, is_out_of_space, RecordError};
 
 /// The outcome of appending one event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,11 +36,11 @@ pub struct Record {
     inner: Arc<Inner>,
 }
 
-struct Inner {
-    path: PathBuf,
+pub(crate) struct Inner {
+    pub(crate) path: PathBuf,
     db: Database,
-    events: Keyspace,
-    ids: Keyspace,
+    pub(crate) events: Keyspace,
+    pub(crate) ids: Keyspace,
     state: Mutex<State>,
     done: Condvar,
 }
@@ -52,7 +52,8 @@ struct State {
     next_ticket: u64,
     leader: bool,
     results: HashMap<u64, Result<Vec<Appended>, RecordError>>,
-    poisoned: Option<String>,
+    /// Why appends are refused (the first failed write and whether the disk was full).
+    poisoned: Option<(String, bool)>,
     stats: RecordStats,
 }
 
@@ -60,7 +61,7 @@ fn offset_key(offset: u64) -> [u8; 8] {
     offset.to_be_bytes()
 }
 
-fn decode_offset(bytes: &[u8]) -> Option<u64> {
+pub(crate) fn decode_offset(bytes: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(bytes.try_into().ok()?))
 }
 
@@ -68,17 +69,17 @@ impl Record {
     /// Opens (creating if needed) the record stored in directory `path`.
     ///
     /// # Errors
-    /// [`RecordError::Store`] when the store cannot be opened or recovered.
+    /// [`RecordError::Store`] when the store cannot be opened or recovered;
+    /// [`RecordError::Damaged`] (naming the damaged files it finds) when stored bytes fail a check.
     pub fn open(path: &Path) -> Result<Record, RecordError> {
-        let err = RecordError::store(path);
-        let db = Database::builder(path).open().map_err(err)?;
+        let db = Database::builder(path).open().map_err(RecordError::store(path))?;
         let events =
             db.keyspace("events", KeyspaceCreateOptions::default).map_err(RecordError::store(path))?;
         let ids = db.keyspace("ids", KeyspaceCreateOptions::default).map_err(RecordError::store(path))?;
         let (next_offset, last_recorded_ms) = match events.last_key_value() {
             None => (0, 0),
             Some(kv) => {
-                let (k, v) = kv.into_inner().map_err(RecordError::store(path))?;
+                let (k, v) = kv.into_inner().map_err(RecordError::read(path, "events"))?;
                 let offset = decode_offset(&k).ok_or_else(|| RecordError::Corrupt {
                     offset: 0,
                     reason: "last key is not an offset".into(),
@@ -113,6 +114,16 @@ impl Record {
         self.inner.state.lock().expect("record state lock").next_offset
     }
 
+    /// Why the record refuses appends, if an earlier write failed ([`RecordError::Poisoned`]).
+    pub fn refusing_appends(&self) -> Option<RecordError> {
+        let st = self.inner.state.lock().expect("record state lock");
+        st.poisoned.as_ref().map(|(reason, full)| self.inner.poisoned(reason, *full))
+    }
+
+    pub(crate) fn inner(&self) -> &Inner {
+        &self.inner
+    }
+
     /// Group-commit counters since open.
     pub fn stats(&self) -> RecordStats {
         self.inner.state.lock().expect("record state lock").stats
@@ -123,17 +134,20 @@ impl Record {
     /// original offset; with different content the whole request fails and appends nothing.
     ///
     /// # Errors
-    /// [`RecordError::IdConflict`] for a re-used id with new content; [`RecordError::Store`] or
-    /// [`RecordError::Poisoned`] when the disk write failed, in which case nothing of the request
-    /// is acknowledged and the record refuses further writes until reopened.
+    /// [`RecordError::IdConflict`] for a re-used id with new content; [`RecordError::WriteFailed`]
+    /// when writing or syncing failed (a full disk, an I/O error), in which case nothing of the
+    /// request is acknowledged and the record refuses every later append with
+    /// [`RecordError::Poisoned`] until it is reopened: after a failed fsync the state of the
+    /// written bytes is unknown, so the write is never retried in place. Whether a failed
+    /// request is on disk is settled by the next open; re-sending its events (same ids) is safe.
     pub fn append(&self, events: Vec<NewEvent>) -> Result<Vec<Appended>, RecordError> {
         if events.is_empty() {
             return Ok(Vec::new());
         }
         let inner = &*self.inner;
         let mut st = inner.state.lock().expect("record state lock");
-        if let Some(p) = &st.poisoned {
-            return Err(RecordError::Poisoned(p.clone()));
+        if let Some((reason, full)) = &st.poisoned {
+            return Err(inner.poisoned(reason, *full));
         }
         let ticket = st.next_ticket;
         st.next_ticket += 1;
@@ -142,10 +156,10 @@ impl Record {
             if let Some(r) = st.results.remove(&ticket) {
                 return r;
             }
-            if let Some(p) = st.poisoned.clone() {
+            if let Some((reason, full)) = st.poisoned.clone() {
                 // An earlier group failed: refuse everything still queued, this request included.
                 for (t, _) in std::mem::take(&mut st.queue) {
-                    st.results.insert(t, Err(RecordError::Poisoned(p.clone())));
+                    st.results.insert(t, Err(inner.poisoned(&reason, full)));
                 }
                 inner.done.notify_all();
                 continue;
@@ -168,11 +182,22 @@ impl Record {
                         st.results.extend(results);
                     }
                     Err((tickets, e)) => {
-                        let msg = e.to_string();
-                        tracing::error!(error = %msg, "record write failed; refusing further writes");
-                        st.poisoned = Some(msg.clone());
+                        let (reason, full) = (describe(&e), is_out_of_space(&e));
+                        tracing::error!(
+                            record = %inner.path.display(),
+                            error = %reason,
+                            "record write failed; nothing of the group is acknowledged and further appends are refused"
+                        );
+                        st.poisoned = Some((reason.clone(), full));
                         for t in tickets {
-                            st.results.insert(t, Err(RecordError::Poisoned(msg.clone())));
+                            st.results.insert(
+                                t,
+                                Err(RecordError::WriteFailed {
+                                    path: inner.path.clone(),
+                                    reason: reason.clone(),
+                                    out_of_space: full,
+                                }),
+                            );
                         }
                     }
                 }
@@ -183,15 +208,21 @@ impl Record {
         }
     }
 
-    /// Up to `limit` events starting at `from`, in offset order.
+    /// Up to `limit` events starting at `from`, in offset order. Only acknowledged events are
+    /// read (never those of a group still being written, or of one whose write failed).
     ///
     /// # Errors
-    /// [`RecordError::Store`] on I/O failure, [`RecordError::Corrupt`] for an unreadable entry.
+    /// [`RecordError::Store`] on I/O failure, [`RecordError::Damaged`] when stored bytes fail a
+    /// check, [`RecordError::Corrupt`] for an entry that does not decode.
     pub fn read(&self, from: u64, limit: usize) -> Result<Vec<RecordedEvent>, RecordError> {
         let inner = &*self.inner;
+        let head = self.next_offset();
+        if from >= head {
+            return Ok(Vec::new());
+        }
         let mut out = Vec::with_capacity(limit.min(4096));
-        for kv in inner.events.range(offset_key(from)..).take(limit) {
-            let (k, v) = kv.into_inner().map_err(RecordError::store(&inner.path))?;
+        for kv in inner.events.range(offset_key(from)..offset_key(head)).take(limit) {
+            let (k, v) = kv.into_inner().map_err(RecordError::read(&inner.path, "events"))?;
             let offset = decode_offset(&k).ok_or_else(|| RecordError::Corrupt {
                 offset: from,
                 reason: "key is not an offset".into(),
@@ -207,7 +238,10 @@ impl Record {
     /// As [`Record::read`].
     pub fn get(&self, offset: u64) -> Result<Option<RecordedEvent>, RecordError> {
         let inner = &*self.inner;
-        match inner.events.get(offset_key(offset)).map_err(RecordError::store(&inner.path))? {
+        if offset >= self.next_offset() {
+            return Ok(None);
+        }
+        match inner.events.get(offset_key(offset)).map_err(RecordError::read(&inner.path, "events"))? {
             Some(v) => Ok(Some(RecordedEvent::decode(offset, &v)?)),
             None => Ok(None),
         }
@@ -219,14 +253,19 @@ impl Record {
     /// As [`Record::read`].
     pub fn offset_of(&self, id: &str) -> Result<Option<u64>, RecordError> {
         let inner = &*self.inner;
-        let v = inner.ids.get(id.as_bytes()).map_err(RecordError::store(&inner.path))?;
-        Ok(v.and_then(|v| decode_offset(&v)))
+        let v = inner.ids.get(id.as_bytes()).map_err(RecordError::read(&inner.path, "ids"))?;
+        let head = self.next_offset();
+        Ok(v.and_then(|v| decode_offset(&v)).filter(|&o| o < head))
     }
 }
 
 type GroupOk = (Vec<(u64, Result<Vec<Appended>, RecordError>)>, u64, i64);
 
 impl Inner {
+    fn poisoned(&self, reason: &str, out_of_space: bool) -> RecordError {
+        RecordError::Poisoned { path: self.path.clone(), reason: reason.to_string(), out_of_space }
+    }
+
     /// Writes one group in a single batch and fsync. Offsets are assigned here, by the only
     /// leader, so they stay dense and ordered.
     fn commit_group(
@@ -234,9 +273,9 @@ impl Inner {
         group: Vec<(u64, Vec<NewEvent>)>,
         start: u64,
         last_ms: i64,
-    ) -> Result<GroupOk, (Vec<u64>, RecordError)> {
+    ) -> Result<GroupOk, (Vec<u64>, fjall::Error)> {
         let tickets: Vec<u64> = group.iter().map(|(t, _)| *t).collect();
-        let fail = |e: RecordError| (tickets.clone(), e);
+        let fail = |e: fjall::Error| (tickets.clone(), e);
         let now_ms = chrono::Utc::now().timestamp_millis().max(last_ms);
         let mut batch = self.db.batch();
         let mut next = start;
@@ -267,10 +306,8 @@ impl Inner {
             }
         }
         if wrote {
-            batch.commit().map_err(|e| fail(RecordError::Store { path: self.path.clone(), source: e }))?;
-            self.db
-                .persist(PersistMode::SyncAll)
-                .map_err(|e| fail(RecordError::Store { path: self.path.clone(), source: e }))?;
+            batch.commit().map_err(fail)?;
+            self.db.persist(PersistMode::SyncAll).map_err(fail)?;
         }
         Ok((results, next, now_ms))
     }
@@ -289,7 +326,7 @@ impl Inner {
             } else if let Some((o, e)) = in_group.get(&ev.id) {
                 Some((*o, e == ev))
             } else {
-                match self.ids.get(ev.id.as_bytes()).map_err(RecordError::store(&self.path))? {
+                match self.ids.get(ev.id.as_bytes()).map_err(RecordError::read(&self.path, "ids"))? {
                     Some(v) => {
                         let o = decode_offset(&v).ok_or_else(|| RecordError::Corrupt {
                             offset: 0,
@@ -298,7 +335,7 @@ impl Inner {
                         let stored = self
                             .events
                             .get(offset_key(o))
-                            .map_err(RecordError::store(&self.path))?
+                            .map_err(RecordError::read(&self.path, "events"))?
                             .ok_or_else(|| RecordError::Corrupt {
                                 offset: o,
                                 reason: "indexed event is missing".into(),

@@ -86,6 +86,7 @@ impl From<EngineError> for ApiError {
         let status = match &e {
             EngineError::UnknownTable { .. } | EngineError::UnknownTrigger { .. } => StatusCode::NOT_FOUND,
             EngineError::Record(livestate_engine::RecordError::IdConflict { .. }) => StatusCode::CONFLICT,
+            EngineError::Record(r) if r.is_write_failure() => record_write_status(r),
             e if is_input_error(e) => StatusCode::BAD_REQUEST,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
@@ -95,7 +96,20 @@ impl From<EngineError> for ApiError {
 
 impl From<livestate_engine::RecordError> for ApiError {
     fn from(e: livestate_engine::RecordError) -> ApiError {
+        if e.is_write_failure() {
+            return ApiError::new(record_write_status(&e), e.to_string());
+        }
         ApiError::internal(e)
+    }
+}
+
+/// Events the record could not store (nothing acknowledged): 507 when the disk is full, 503
+/// otherwise. Either way the record refuses appends until the server restarts.
+fn record_write_status(e: &livestate_engine::RecordError) -> StatusCode {
+    if e.is_out_of_space() {
+        StatusCode::INSUFFICIENT_STORAGE
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
     }
 }
 

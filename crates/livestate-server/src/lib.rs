@@ -256,7 +256,20 @@ pub async fn serve_with(
         auth_failures: auth::Failures::default(),
     });
 
-    let derive_loop = tokio::spawn(derive_loop(Arc::clone(&shared), derivers, barrier_rx, stop_rx.clone()));
+    // A failed derivation (a full disk, a damaged table file) stops the server with its error
+    // rather than leave it accepting events it no longer derives.
+    let (derive_failed_tx, mut derive_failed) = watch::channel(false);
+    let derive_loop = tokio::spawn({
+        let looping = derive_loop(Arc::clone(&shared), derivers, barrier_rx, stop_rx.clone());
+        async move {
+            let r = looping.await;
+            if let Err(e) = &r {
+                tracing::error!(error = %e, "derivation failed; the server stops");
+                let _ = derive_failed_tx.send(true);
+            }
+            r
+        }
+    });
     let follower = tokio::spawn(follow_loop(Arc::clone(&shared), followed_tx, stop_rx.clone()));
     let webhooks: Vec<_> = shared
         .config
@@ -271,7 +284,16 @@ pub async fn serve_with(
     let app = router(Arc::clone(&shared));
     let served = axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
         .with_graceful_shutdown(async move {
-            shutdown.await;
+            let failed = async {
+                if derive_failed.wait_for(|failed| *failed).await.is_err() {
+                    // The loop ended without failing (it only ends when stopping).
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                _ = shutdown => {}
+                _ = failed => {}
+            }
             let _ = stop_tx.send(true);
         })
         .await;
@@ -391,9 +413,18 @@ async fn follow_loop(
     }
 }
 
-#[utoipa::path(get, path = "/v1/health", responses((status = 200, description = "The server is up")))]
-async fn health(State(s): State<Arc<Shared>>) -> Json<Value> {
-    Json(json!({"status": "ok", "record_next_offset": s.ls.record.next_offset()}))
+#[utoipa::path(get, path = "/v1/health", responses((status = 200, description = "The server is up"),
+    (status = 503, description = "The record refuses appends since a write failed: restart the server")))]
+async fn health(State(s): State<Arc<Shared>>) -> Response {
+    let next = s.ls.record.next_offset();
+    match s.ls.record.refusing_appends() {
+        None => Json(json!({"status": "ok", "record_next_offset": next})).into_response(),
+        Some(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "refusing_appends", "record_next_offset": next, "error": e.to_string()})),
+        )
+            .into_response(),
+    }
 }
 
 #[utoipa::path(get, path = "/v1/whoami", security(("token" = [])),
@@ -429,7 +460,9 @@ async fn principals(State(s): State<Arc<Shared>>, caller: Caller) -> Result<Json
         (status = 400, description = "A line is invalid; nothing was appended"),
         (status = 403, description = "An event of a module the caller may not emit"),
         (status = 409, description = "An id re-sent with different content"),
-        (status = 413, description = "Body too large")))]
+        (status = 413, description = "Body too large"),
+        (status = 503, description = "The record could not store the events (a write or fsync failed) or refuses appends since one did; nothing of this request was acknowledged; retry after the server restarts"),
+        (status = 507, description = "The disk is full: the record could not store the events; nothing of this request was acknowledged")))]
 async fn post_events(
     State(s): State<Arc<Shared>>,
     caller: Caller,
