@@ -196,6 +196,38 @@ fn full_disk_while_emitting_acknowledges_nothing_and_the_record_reopens_with_wha
 }
 
 #[test]
+fn a_write_error_after_the_first_chunk_keeps_that_chunk_and_says_where_the_record_stopped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("d");
+    init(&dir);
+    // Two chunks of 10,000 events (one batch and fsync each); the disk fails an I/O part-way
+    // through the second (the first takes about 2.5 MB of journal).
+    let lines = counts("a", 20_000);
+    let fault = Fault::new("eio-write", "/d/record/", tmp.path()).after_bytes(3_500_000);
+    let mut emit = livestate(&dir, &["emit", "-"]);
+    fault.inject(&mut emit);
+    let out = run(&mut emit, Some(&lines));
+    assert!(fault.fired() > 0, "the shim must have failed a write");
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(printed_offsets(&out.stdout), (0..10_000).collect::<Vec<_>>(), "the first chunk only");
+    for needle in [
+        "the first 10000 event(s) were recorded (offsets printed); the rest were not",
+        "could not store the events",
+        "Input/output error",
+    ] {
+        assert!(out.stderr.contains(needle), "`{needle}` missing from: {}", out.stderr);
+    }
+    let all = ids(&lines);
+    assert_eq!(recorded_ids(&dir), all[..10_000]);
+
+    let out = run(&mut livestate(&dir, &["emit", "-"]), Some(&lines));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(printed_offsets(&out.stdout), (0..20_000).collect::<Vec<_>>());
+    assert_eq!(out.stdout.matches("(already recorded)").count(), 10_000);
+    assert_eq!(recorded_ids(&dir), all);
+}
+
+#[test]
 fn failed_fsync_of_the_record_is_never_acknowledged_and_a_retry_records_each_event_once() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("d");
