@@ -3,6 +3,9 @@
 //! manifest and data files damaged on disk. livestate must say what failed and where, never
 //! acknowledge what it could not store, change nothing already stored, and recover once the
 //! fault is gone; a damaged file is found and named, never skipped.
+//!
+//! Linux only: the shim relies on LD_PRELOAD and /proc/self/fd.
+#![cfg(target_os = "linux")]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -639,6 +642,15 @@ fn damaged_paimon_files_are_named_by_reads_derivation_compaction_and_verify() {
                 "{label}: verify names {rel}: {}",
                 v.stdout
             );
+
+            let j = run(&mut livestate(&dir, &["verify", "--json"]), None);
+            assert_eq!(j.code, 1, "{label}: {}", j.stderr);
+            let report: Value = serde_json::from_str(&j.stdout).unwrap();
+            let problems = report["problems"].as_array().unwrap();
+            assert!(problems.iter().any(|p| p.as_str().unwrap().contains(rel)), "{label}: {problems:?}");
+            let stock =
+                report["report"]["tables"].as_array().unwrap().iter().find(|t| t["table"] == "state.stock");
+            assert!(!stock.unwrap()["problems"].as_array().unwrap().is_empty(), "{label}");
 
             let mut failures: Vec<(&str, Out)> = Vec::new();
             match kind {
