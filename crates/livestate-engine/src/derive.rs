@@ -114,7 +114,7 @@ impl Derivers {
         if let Some(status) = Status::load(layout) {
             for s in d.sinks_mut() {
                 if let Some(p) = status.tables.get(&s.name) {
-                    if p.snapshot_id == s.snapshot_id && p.through > s.position {
+                    if p.still_holds(s.snapshot_id, s.snapshot_identifier) && p.through > s.position {
                         s.position = p.through;
                         s.committed = p.through;
                     }
@@ -411,10 +411,17 @@ impl Derivers {
             ..Default::default()
         };
         for s in self.sinks() {
-            let lag_ms = crate::read::lag_ms(record, s.committed, now)?;
+            // A table no event touched since its last commit is as fresh as the record's head.
+            let through = s.checked_through();
+            let lag_ms = crate::read::lag_ms(record, through, now)?;
             status.tables.insert(
                 s.name.clone(),
-                TableProgress { snapshot_id: s.snapshot_id, through: s.committed, lag_ms },
+                TableProgress {
+                    snapshot_id: s.snapshot_id,
+                    identifier: s.snapshot_id.map(|_| s.snapshot_identifier),
+                    through,
+                    lag_ms,
+                },
             );
         }
         status.store(layout)

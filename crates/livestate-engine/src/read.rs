@@ -172,7 +172,7 @@ fn receipt_of(
     let (lag_ms, measured_by) = match lag {
         LagSource::Record(record, status) => {
             if let Some(p) = status.as_ref().and_then(|st| st.tables.get(&full)) {
-                if p.snapshot_id == snapshot_id {
+                if p.still_holds(snapshot_id, identifier) {
                     offset = offset.max(p.through);
                 }
             }
@@ -181,7 +181,7 @@ fn receipt_of(
         LagSource::Status(status) => {
             let p = status.as_ref().and_then(|st| st.tables.get(&full));
             match p {
-                Some(p) if p.snapshot_id == snapshot_id => {
+                Some(p) if p.still_holds(snapshot_id, identifier) => {
                     offset = offset.max(p.through);
                     (Some(p.lag_ms), "status")
                 }

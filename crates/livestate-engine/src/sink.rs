@@ -38,6 +38,8 @@ pub(crate) struct TableSink {
     /// Offset reflected by the latest committed snapshot.
     pub committed: u64,
     pub snapshot_id: Option<i64>,
+    /// Commit identifier of `snapshot_id` (`committed` may have been raised past it on open).
+    pub snapshot_identifier: u64,
     /// When the oldest event not yet committed was recorded (ms since the epoch).
     pub oldest_uncommitted_ms: Option<i64>,
     /// Taken by every commit to the table, data or compaction.
@@ -246,6 +248,7 @@ impl TableSink {
             position: committed,
             committed,
             snapshot_id,
+            snapshot_identifier: committed,
             oldest_uncommitted_ms: None,
             commit_lock,
             maintainer,
@@ -336,6 +339,7 @@ impl TableSink {
             .map_err(paimon_err(&self.name, "read snapshot"))?;
         let id = latest.as_ref().map(|s| s.id());
         self.snapshot_id = id;
+        self.snapshot_identifier = self.position;
         if let Some(t) = &mut self.tracking {
             let committed_at_ms = latest.map(|s| i64::try_from(s.time_millis()).unwrap_or(0));
             let meta = IndexMeta { identifier: self.position, snapshot_id: id, committed_at_ms };

@@ -146,6 +146,15 @@ impl Maintainer {
         let _expiring = self.expiring.lock().await;
         let name = self.name.as_str();
         let refused = |message: String| crate::LsmError::Refused { table: name.into(), message };
+        // An existing tag first: pinning again what is pinned (a retry after a crash) succeeds even
+        // once the snapshot itself has expired, since the tag keeps its files.
+        let tm = self.table.tag_manager();
+        if let Some(existing) = tm.get(tag).await.map_err(paimon_err(name, "read tag"))? {
+            if existing.id() == snapshot_id {
+                return Ok(existing);
+            }
+            return Err(refused(format!("tag `{tag}` already names snapshot {}", existing.id())));
+        }
         let sm = self.table.snapshot_manager();
         let ids = sm.list_all_ids().await.map_err(paimon_err(name, "list snapshots"))?;
         if !ids.contains(&snapshot_id) {
@@ -154,13 +163,6 @@ impl Maintainer {
                 _ => "the table has no snapshot yet".into(),
             };
             return Err(refused(format!("there is no snapshot {snapshot_id} ({kept})")));
-        }
-        let tm = self.table.tag_manager();
-        if let Some(existing) = tm.get(tag).await.map_err(paimon_err(name, "read tag"))? {
-            if existing.id() == snapshot_id {
-                return Ok(existing);
-            }
-            return Err(refused(format!("tag `{tag}` already names snapshot {}", existing.id())));
         }
         let snapshot = sm.get_snapshot(snapshot_id).await.map_err(paimon_err(name, "read snapshot"))?;
         tm.create_with_retention(tag, &snapshot, time_retained)

@@ -302,6 +302,11 @@ pub(crate) async fn create(
     enabled(&s)?;
     let agent = caller.0.agent_name().expect("only agents propose").to_string();
     let mut p: NewProposal = parse_body(&body)?;
+    // A retry of a proposal already recorded (its answer lost, say, to a crash) gets that proposal,
+    // even if a snapshot it cited has expired since.
+    if let Some(existing) = s.store.get(&proposal_id(&agent, p.idempotency_key.as_deref()))? {
+        return Ok(duplicate(&existing.id, &existing));
+    }
     check_proposal(&s.ls.spec, &p)?;
     for (i, src) in p.sources.iter().enumerate() {
         if src.tag.is_some() {
@@ -332,7 +337,7 @@ pub(crate) async fn create(
     let id = proposal_id(&agent, p.idempotency_key.as_deref());
     let _one_at_a_time = s.deciding.lock().await;
     if let Some(existing) = s.store.get(&id)? {
-        return Ok((StatusCode::OK, Json(json!({"id": id, "status": existing.status, "offset": existing.created_offset, "duplicate": true}))).into_response());
+        return Ok(duplicate(&id, &existing));
     }
     // Pin each cited snapshot (once per table and snapshot).
     let mut pinned: Vec<(String, String)> = Vec::new();
@@ -383,6 +388,15 @@ pub(crate) async fn create(
     };
     Ok((StatusCode::CREATED, Json(json!({"id": id, "status": "pending", "offset": offset, "tags": tags})))
         .into_response())
+}
+
+/// The answer to a proposal sent again with the same idempotency key.
+fn duplicate(id: &str, existing: &ProposalEntry) -> Response {
+    (
+        StatusCode::OK,
+        Json(json!({"id": id, "status": existing.status, "offset": existing.created_offset, "duplicate": true})),
+    )
+        .into_response()
 }
 
 /// The proposal's whole document, from its creating event in the record.
