@@ -2,12 +2,14 @@
 # Creates (once) the Python venv used by the pypaimon interoperability tests and
 # prints the venv's python path as the last line of stdout.
 #
-#   scripts/pyenv.sh [--with-scale-readers]
+#   scripts/pyenv.sh [--with-scale-readers] [--with-s3-server]
 #
 #   --with-scale-readers  also install Ray and Daft into the same venv, for pypaimon's
 #                         pypaimon.ray / pypaimon.daft readers (tests/scale_readers.rs). About
 #                         135 MB of wheels, ~15 s on two cores. Exits 3 with a message on stderr
 #                         when pip finds no wheel of them for this Python (nothing else installed).
+#   --with-s3-server      also install moto's S3 server (moto_server), the local S3-compatible
+#                         store of the object-storage warehouse test (tests/s3_warehouse.rs).
 #   LIVESTATE_VENV   venv directory (default: $HOME/.cache/livestate/venv)
 #   PYTHON           interpreter used to create the venv (default: python3)
 #
@@ -49,16 +51,22 @@ protobuf==7.36.2
 tqdm==4.67.3
 filelock==4.3.1"
 
+# moto's S3 server (it brings boto3, used by the test to create its bucket).
+S3_REQUIREMENTS="moto[server]==5.2.5"
+
 WITH_SCALE=0
+WITH_S3=0
 for arg in "$@"; do
     case "$arg" in
         --with-scale-readers) WITH_SCALE=1 ;;
-        *) echo "pyenv.sh: unknown argument $arg (only --with-scale-readers)" >&2; exit 2 ;;
+        --with-s3-server) WITH_S3=1 ;;
+        *) echo "pyenv.sh: unknown argument $arg (--with-scale-readers, --with-s3-server)" >&2; exit 2 ;;
     esac
 done
 
 MARKER="$VENV/.livestate-pyenv"
 SCALE_MARKER="$VENV/.livestate-pyenv-scale"
+S3_MARKER="$VENV/.livestate-pyenv-s3"
 VENV_PY="$VENV/bin/python"
 
 installed() {
@@ -116,6 +124,25 @@ if [[ "$WITH_SCALE" == 1 ]] && ! scale_installed; then
         "$VENV_PY" -c 'import ray, daft, pypaimon.ray, pypaimon.daft' >&2
         echo "pyenv.sh: ray and daft installed in $(( $(date +%s) - start ))s" >&2
         printf '%s' "$SCALE_REQUIREMENTS" >"$SCALE_MARKER"
+    fi
+    exec 9>&-
+fi
+
+s3_installed() {
+    installed && [[ -f "$S3_MARKER" ]] && [[ "$(cat "$S3_MARKER")" == "$S3_REQUIREMENTS" ]]
+}
+
+if [[ "$WITH_S3" == 1 ]] && ! s3_installed; then
+    exec 9>"$VENV.lock"
+    if command -v flock >/dev/null 2>&1; then
+        flock 9
+    fi
+    if ! s3_installed; then
+        echo "pyenv.sh: installing $S3_REQUIREMENTS into $VENV" >&2
+        PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV_PY" -m pip install --quiet "$S3_REQUIREMENTS" >&2
+        "$VENV_PY" -c 'import moto, boto3' >&2
+        [[ -x "$VENV/bin/moto_server" ]] || { echo "pyenv.sh: moto_server missing from $VENV/bin" >&2; exit 1; }
+        printf '%s' "$S3_REQUIREMENTS" >"$S3_MARKER"
     fi
     exec 9>&-
 fi

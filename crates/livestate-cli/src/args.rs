@@ -28,6 +28,11 @@ pub enum Command {
         /// Directory of spec *.toml files [default: the built-in example company]
         #[arg(long)]
         spec: Option<PathBuf>,
+        /// Keep the Paimon warehouse in object storage, s3://bucket/prefix, instead of DIR/warehouse/
+        /// (recorded in DIR/warehouse.json; endpoint, region and credentials from AWS_ENDPOINT_URL,
+        /// AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY in every later command's environment)
+        #[arg(long, value_name = "URI")]
+        warehouse: Option<String>,
     },
     /// Append JSON-lines events to the record; prints each line's offset.
     #[command(

@@ -19,7 +19,7 @@ use crate::Usage;
 
 pub async fn run(cmd: Command) -> anyhow::Result<()> {
     match cmd {
-        Command::Init { dir, spec } => init(&dir, spec.as_deref()).await,
+        Command::Init { dir, spec, warehouse } => init(&dir, spec.as_deref(), warehouse.as_deref()).await,
         Command::Emit { dir, input, skip_invalid, json } => emit(&dir, &input, skip_invalid, json).await,
         Command::Derive { dir, once, commit_every } => derive(&dir, once, commit_every).await,
         Command::Read { dir, table, keys, snapshot, tag, json } => {
@@ -159,7 +159,7 @@ async fn audit(id: &str, url: &str, token: &str, json: bool) -> anyhow::Result<(
     Ok(())
 }
 
-async fn init(dir: &Path, spec: Option<&Path>) -> anyhow::Result<()> {
+async fn init(dir: &Path, spec: Option<&Path>, warehouse: Option<&str>) -> anyhow::Result<()> {
     let builtin;
     let spec_dir = match spec {
         Some(p) => p.to_path_buf(),
@@ -168,7 +168,7 @@ async fn init(dir: &Path, spec: Option<&Path>) -> anyhow::Result<()> {
             builtin.path().to_path_buf()
         }
     };
-    let ls = Livestate::init(dir, &spec_dir).await?;
+    let ls = Livestate::init_with(dir, &spec_dir, warehouse).await?;
     println!(
         "initialised {} with {} state tables ({}) and the record archive record.events",
         ls.layout.dir.display(),
@@ -304,7 +304,9 @@ impl ReadCtx {
     async fn open(dir: &Path) -> anyhow::Result<ReadCtx> {
         match Livestate::open(dir).await {
             Ok(ls) => Ok(ReadCtx::Owned(Box::new(ls))),
-            Err(EngineError::Locked { .. }) => {
+            // Another process (or, on object storage, another directory's writer) writes: read
+            // the warehouse as it is.
+            Err(EngineError::Locked { .. } | EngineError::LeaseHeld { .. }) => {
                 let layout = Layout::new(dir)?;
                 Ok(ReadCtx::Shared(Box::new(SharedRead {
                     spec: load_spec(&layout)?,
@@ -486,7 +488,13 @@ async fn watch(dir: &Path, trigger: &str, consumer: &str, peek: bool) -> anyhow:
 async fn export(cmd: crate::args::ExportCommand) -> anyhow::Result<()> {
     let crate::args::ExportCommand::FlinkSql { dir, kafka_topic, kafka_bootstrap, warehouse } = cmd;
     let layout = Layout::new(&dir)?;
-    let warehouse = warehouse.unwrap_or_else(|| format!("file://{}", layout.warehouse_dir().display()));
+    let warehouse = match warehouse {
+        Some(w) => w,
+        None => match layout.warehouse()? {
+            livestate_engine::Warehouse::Local(p) => format!("file://{}", p.display()),
+            s3 => s3.uri(),
+        },
+    };
     let target = livestate_engine::flink::FlinkTarget { warehouse, kafka_topic, kafka_bootstrap };
     print!("{}", livestate_engine::flink::flink_sql(&layout, &target).await?);
     Ok(())

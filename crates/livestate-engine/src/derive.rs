@@ -78,17 +78,19 @@ impl Derivers {
         spec: &CompanySpec,
         layout: &Layout,
         index: &Arc<Index>,
+        fence: Option<livestate_lsm::SharedFence>,
     ) -> Result<Derivers, EngineError> {
         let mut tables = Vec::new();
         for t in spec.tables.values() {
             let triggers = spec.triggers.values().filter(|tr| tr.table == t.name).cloned().collect();
             let tracking = Tracking::new(t, triggers, Arc::clone(index))?;
-            let mut sink = TableSink::open(catalog, STATE_DB, &t.name, true, Some(tracking)).await?;
+            let mut sink =
+                TableSink::open(catalog, STATE_DB, &t.name, true, Some(tracking), fence.clone()).await?;
             sink.recover_index(t).await?;
             let upkeep = Upkeep::new(&t.freshness);
             tables.push(StateSink { freshness: t.freshness, sink, last_nightly_commit: None, upkeep });
         }
-        let archive = TableSink::open(catalog, RECORD_DB, ARCHIVE_TABLE, false, None).await?;
+        let archive = TableSink::open(catalog, RECORD_DB, ARCHIVE_TABLE, false, None, fence).await?;
         let archive_upkeep = Upkeep::new(&Freshness::Within(ARCHIVE_COMMIT_INTERVAL * 2));
         // This process holds the write lock and no writer has written yet, so every file no
         // snapshot or tag references is left over from a crash: remove it now.

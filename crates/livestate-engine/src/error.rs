@@ -82,6 +82,17 @@ pub enum EngineError {
         .problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
     )]
     Damaged { table: String, problems: Vec<livestate_lsm::Problem>, cause: String },
+    /// A `--warehouse` location (or the recorded one) that cannot be used.
+    #[error("warehouse {uri}: {message}")]
+    BadWarehouse { uri: String, message: String },
+    /// Another writer holds the object-storage warehouse's lease.
+    #[error(
+        "the warehouse is in use by another livestate writer: {uri} is held by writer {owner} (pid {pid}, epoch {epoch}) for {expires_in_ms} ms more; stop it or wait for its lease to expire"
+    )]
+    LeaseHeld { uri: String, owner: String, pid: u32, epoch: u64, expires_in_ms: i64 },
+    /// The warehouse lease could not be taken, renewed or checked, or was lost.
+    #[error("warehouse lease {uri}: {message}")]
+    Lease { uri: String, message: String },
 }
 
 pub(crate) fn paimon_err<'a>(

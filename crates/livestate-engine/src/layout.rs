@@ -17,6 +17,7 @@ use crate::error::{io_err, EngineError};
 /// D/spec/            the company spec the directory was initialised with (*.toml)
 /// D/record/          the record (embedded store, see docs/formats/record.md)
 /// D/warehouse/       the Paimon warehouse: state.db/<table>, record.db/events
+/// D/warehouse.json   instead of D/warehouse/: an object-storage warehouse (`warehouse` module)
 /// D/status.json      progress and lag last reported by the writing process
 /// ```
 #[derive(Debug, Clone)]
@@ -62,7 +63,7 @@ impl Layout {
         self.dir.join("status.json")
     }
     pub fn is_initialized(&self) -> bool {
-        self.spec_dir().is_dir() && self.warehouse_dir().is_dir()
+        self.spec_dir().is_dir() && (self.warehouse_dir().is_dir() || self.warehouse_config_file().is_file())
     }
 }
 

@@ -12,6 +12,7 @@ mod error;
 pub mod flink;
 pub mod index;
 mod layout;
+pub mod lease;
 pub mod read;
 mod rows;
 pub mod schema;
@@ -19,6 +20,7 @@ mod sink;
 pub mod triggers;
 mod upkeep;
 pub mod verify;
+pub mod warehouse;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -26,17 +28,20 @@ use std::path::Path;
 use livestate_record::{Appended, NewEvent, Record};
 use livestate_spec::{CompanySpec, Event};
 use paimon::catalog::Identifier;
-use paimon::{Catalog, CatalogOptions, FileSystemCatalog, Options};
+use paimon::{Catalog, FileSystemCatalog};
 
 pub use derive::{Barrier, DeriveReport, Derivers, Progress, CATCH_UP_COMMIT_EVENTS};
 pub use error::{EngineError, LineError};
 pub use layout::{Layout, Status, TableProgress, WriteLock};
 pub use livestate_record::RecordError;
 pub use read::{At, LagSource, ReadRequest, Receipt, Rows, TableInfo};
+pub use warehouse::{S3Location, Warehouse};
 
 use crate::error::{io_err, paimon_err};
 use crate::index::Index;
+use crate::lease::Lease;
 use crate::schema::{archive_schema, state_schema, ARCHIVE_TABLE, RECORD_DB, STATE_DB};
+use crate::warehouse::WarehouseConfig;
 
 /// Events appended per record write (each write is one atomic batch and one fsync).
 pub const EMIT_CHUNK: usize = 10_000;
@@ -50,14 +55,14 @@ pub struct EmitReport {
     pub skipped: Vec<LineError>,
 }
 
-/// Opens the Paimon filesystem catalog of a warehouse directory.
+/// Opens the Paimon filesystem catalog of a directory's warehouse (`D/warehouse/`, or the
+/// object-storage location recorded in `D/warehouse.json`).
 ///
 /// # Errors
-/// Paimon configuration errors.
+/// [`EngineError::BadWarehouse`] for an unreadable warehouse config; Paimon configuration errors.
 pub fn open_catalog(layout: &Layout) -> Result<FileSystemCatalog, EngineError> {
-    let mut opts = Options::new();
-    opts.set(CatalogOptions::WAREHOUSE, layout.warehouse_dir().to_string_lossy().to_string());
-    FileSystemCatalog::new(opts).map_err(paimon_err("warehouse", "open catalog"))
+    FileSystemCatalog::new(layout.warehouse()?.catalog_options())
+        .map_err(paimon_err("warehouse", "open catalog"))
 }
 
 /// Loads the spec a directory was initialised with.
@@ -79,6 +84,8 @@ pub struct Livestate {
     pub catalog: FileSystemCatalog,
     /// Each state table's current rows by key, as of its last commit.
     pub index: std::sync::Arc<Index>,
+    /// The single-writer lease of an object-storage warehouse (`None` for a local one).
+    pub lease: Option<std::sync::Arc<Lease>>,
     _lock: WriteLock,
 }
 
@@ -90,6 +97,22 @@ impl Livestate {
     /// [`EngineError::Spec`] for a wrong spec (nothing is created); [`EngineError::AlreadyInitialized`];
     /// [`EngineError::Locked`]; I/O and Paimon errors.
     pub async fn init(dir: &Path, spec_dir: &Path) -> Result<Livestate, EngineError> {
+        Livestate::init_with(dir, spec_dir, None).await
+    }
+
+    /// As [`Livestate::init`], with the warehouse at `warehouse` (`s3://bucket/prefix`) instead
+    /// of `D/warehouse/`. The location is recorded in `D/warehouse.json`; the lease is taken
+    /// before anything is written to the bucket.
+    ///
+    /// # Errors
+    /// As [`Livestate::init`]; [`EngineError::BadWarehouse`] for a location that does not parse;
+    /// [`EngineError::LeaseHeld`] when another writer holds the warehouse.
+    pub async fn init_with(
+        dir: &Path,
+        spec_dir: &Path,
+        warehouse: Option<&str>,
+    ) -> Result<Livestate, EngineError> {
+        let warehouse = warehouse.map(S3Location::parse).transpose()?;
         let spec = CompanySpec::load_dir(spec_dir)?;
         for t in spec.tables.values() {
             state_schema(t).map_err(|source| EngineError::Paimon {
@@ -114,8 +137,19 @@ impl Livestate {
                 std::fs::copy(&p, &to).map_err(io_err(&p))?;
             }
         }
-        let warehouse = layout.warehouse_dir();
-        std::fs::create_dir_all(&warehouse).map_err(io_err(&warehouse))?;
+        let lease = match &warehouse {
+            None => {
+                let warehouse = layout.warehouse_dir();
+                std::fs::create_dir_all(&warehouse).map_err(io_err(&warehouse))?;
+                None
+            }
+            Some(loc) => {
+                let config = WarehouseConfig { uri: loc.uri(), writer: uuid::Uuid::new_v4().to_string() };
+                let lease = Lease::acquire(loc, &config.writer, lease::ttl_from_env()).await?;
+                layout.store_warehouse_config(&config)?;
+                Some(std::sync::Arc::new(lease))
+            }
+        };
         let catalog = open_catalog(&layout)?;
         catalog
             .create_database(STATE_DB, true, HashMap::new())
@@ -141,7 +175,7 @@ impl Livestate {
         let index = std::sync::Arc::new(Index::open(&layout.index_dir(), &spec)?);
         // The spec directory appears last: its presence marks a complete initialisation.
         std::fs::rename(&staging, layout.spec_dir()).map_err(io_err(&staging))?;
-        Ok(Livestate { layout, spec, record, catalog, index, _lock: lock })
+        Ok(Livestate { layout, spec, record, catalog, index, lease, _lock: lock })
     }
 
     /// Opens an initialised directory for writing, taking its lock.
@@ -155,10 +189,16 @@ impl Livestate {
         }
         let lock = WriteLock::acquire(&layout)?;
         let spec = load_spec(&layout)?;
+        let lease = match (layout.warehouse()?, layout.warehouse_config()?) {
+            (Warehouse::S3(loc), Some(config)) => {
+                Some(std::sync::Arc::new(Lease::acquire(&loc, &config.writer, lease::ttl_from_env()).await?))
+            }
+            _ => None,
+        };
         let catalog = open_catalog(&layout)?;
         let record = Record::open(&layout.record_dir())?;
         let index = std::sync::Arc::new(Index::open(&layout.index_dir(), &spec)?);
-        Ok(Livestate { layout, spec, record, catalog, index, _lock: lock })
+        Ok(Livestate { layout, spec, record, catalog, index, lease, _lock: lock })
     }
 
     /// Validates JSON-lines events and appends them durably.
@@ -230,7 +270,7 @@ impl Livestate {
     /// # Errors
     /// Paimon errors.
     pub async fn derivers(&self) -> Result<Derivers, EngineError> {
-        Derivers::open(&self.catalog, &self.spec, &self.layout, &self.index).await
+        Derivers::open(&self.catalog, &self.spec, &self.layout, &self.index, self.fence()).await
     }
 
     /// Every table this directory keeps: the state tables in spec order, then the
@@ -259,7 +299,14 @@ impl Livestate {
             let (t, ts) = read::get_table(&self.catalog, &self.spec, bare).await?;
             (t, format!("{STATE_DB}.{}", ts.name))
         };
-        Ok(livestate_lsm::Maintainer::new(t, full, livestate_lsm::CommitLock::default())?)
+        Ok(livestate_lsm::Maintainer::new(t, full, livestate_lsm::CommitLock::default())?
+            .with_fence(self.fence()))
+    }
+
+    /// What every commit, tag write and deletion of this process checks first: the warehouse
+    /// lease on object storage, nothing for a local warehouse (the directory lock suffices).
+    pub fn fence(&self) -> Option<livestate_lsm::SharedFence> {
+        self.lease.clone().map(|l| l as livestate_lsm::SharedFence)
     }
 
     /// How this process measures lag: against its own record.
@@ -322,5 +369,6 @@ pub fn is_input_error(e: &EngineError) -> bool {
             | EngineError::UnknownTable { .. }
             | EngineError::UnknownTrigger { .. }
             | EngineError::Spec(_)
+            | EngineError::BadWarehouse { .. }
     )
 }

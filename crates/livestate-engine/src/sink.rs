@@ -6,7 +6,7 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, Int64Array, Int8Array, RecordBatch, UInt32Array};
 use arrow_ord::sort::{lexsort_to_indices, SortColumn};
 use arrow_schema::Schema as ArrowSchema;
-use livestate_lsm::{CommitLock, Maintainer};
+use livestate_lsm::{CommitLock, Maintainer, SharedFence};
 use livestate_spec::{Action, Merger, TableSpec, Trigger, Value};
 use paimon::catalog::Identifier;
 use paimon::spec::{BinaryRow, RowKind};
@@ -46,6 +46,8 @@ pub(crate) struct TableSink {
     commit_lock: CommitLock,
     /// Compaction, expiry and orphan cleanup of this table.
     pub maintainer: Maintainer,
+    /// Checked before every commit (the warehouse lease on object storage).
+    fence: Option<SharedFence>,
     /// State tables: each key's row before and after what is applied but not committed.
     tracking: Option<Tracking>,
 }
@@ -205,10 +207,11 @@ impl TableSink {
         name: &str,
         with_kind: bool,
         tracking: Option<Tracking>,
+        fence: Option<SharedFence>,
     ) -> Result<TableSink, EngineError> {
         let full = format!("{db}.{name}");
         let table = catalog.get_table(&Identifier::new(db, name)).await.map_err(paimon_err(&full, "open"))?;
-        match TableSink::open_table(table.clone(), full.clone(), with_kind, tracking).await {
+        match TableSink::open_table(table.clone(), full.clone(), with_kind, tracking, fence).await {
             Ok(sink) => Ok(sink),
             Err(e) => Err(diagnose(&table, &full, None, e).await),
         }
@@ -219,6 +222,7 @@ impl TableSink {
         full: String,
         with_kind: bool,
         tracking: Option<Tracking>,
+        fence: Option<SharedFence>,
     ) -> Result<TableSink, EngineError> {
         if tracking.is_some() {
             // livestate writes the changelog itself (before and after of every change); the
@@ -236,7 +240,8 @@ impl TableSink {
         let commit = wb.new_commit();
         let schema = rows::write_schema(&table, with_kind).map_err(paimon_err(&full, "schema"))?;
         let commit_lock = CommitLock::default();
-        let maintainer = Maintainer::new(table.clone(), full.clone(), commit_lock.clone())?;
+        let maintainer =
+            Maintainer::new(table.clone(), full.clone(), commit_lock.clone())?.with_fence(fence.clone());
         Ok(TableSink {
             name: full,
             table,
@@ -252,6 +257,7 @@ impl TableSink {
             oldest_uncommitted_ms: None,
             commit_lock,
             maintainer,
+            fence,
             tracking,
         })
     }
@@ -324,6 +330,16 @@ impl TableSink {
         }
         let identifier = i64::try_from(self.position).expect("record offsets fit i64");
         let _guard = self.commit_lock.lock().await;
+        if let Some(f) = &self.fence {
+            // Fenced off: nothing is committed; the prepared files stay unreferenced (orphans).
+            f.check().await.map_err(|reason| {
+                EngineError::Maintenance(livestate_lsm::LsmError::Fenced {
+                    table: self.name.clone(),
+                    what: "commit",
+                    reason,
+                })
+            })?;
+        }
         self.commit
             .commit_with_identifier(messages, identifier)
             .await

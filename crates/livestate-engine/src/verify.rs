@@ -104,7 +104,12 @@ pub async fn verify(dir: &Path) -> Result<VerifyReport, EngineError> {
             Err(e) => TableCheck {
                 table: full.clone(),
                 problems: vec![livestate_lsm::Problem {
-                    file: layout.warehouse_dir().join(format!("{db}.db")).join(&name).display().to_string(),
+                    file: format!(
+                        "{}/{db}.db/{name}",
+                        layout
+                            .warehouse()
+                            .map_or_else(|_| layout.warehouse_dir().display().to_string(), |w| w.uri())
+                    ),
                     message: format!("the table does not open (its schema files): {e}"),
                 }],
                 ..Default::default()

@@ -29,6 +29,9 @@ pub enum LsmError {
         .cause.as_ref().map(|c| format!(" (while: {c})")).unwrap_or_default()
     )]
     Damaged { table: String, problems: Vec<crate::verify::Problem>, cause: Option<String> },
+    /// This process no longer owns the table's writes ([`crate::Fence`]): nothing was written.
+    #[error("table {table}: {what} refused: {reason}")]
+    Fenced { table: String, what: &'static str, reason: String },
 }
 
 /// Maps a Paimon error to [`LsmError::Paimon`] for `table`.

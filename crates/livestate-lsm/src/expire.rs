@@ -107,6 +107,7 @@ impl Maintainer {
                     }
                 }
             }
+            self.fenced("expiry").await?;
             if !report.tags.is_empty() && from == earliest {
                 candidates.extend(std::mem::take(&mut expired_refs));
                 for tag in &report.tags {
@@ -165,6 +166,7 @@ impl Maintainer {
             return Err(refused(format!("there is no snapshot {snapshot_id} ({kept})")));
         }
         let snapshot = sm.get_snapshot(snapshot_id).await.map_err(paimon_err(name, "read snapshot"))?;
+        self.fenced("tag write").await?;
         tm.create_with_retention(tag, &snapshot, time_retained)
             .await
             .map_err(paimon_err(name, "create tag"))?;
@@ -201,6 +203,7 @@ impl Maintainer {
                 }
             }
         }
+        self.fenced("tag deletion").await?;
         tm.delete(tag).await.map_err(paimon_err(name, "delete tag"))?;
         report.tags.push(tag.to_string());
         if let Some(e) = earliest {
@@ -234,6 +237,7 @@ impl Maintainer {
         report: &mut ExpireReport,
     ) -> Result<()> {
         let name = self.name.as_str();
+        self.fenced("file deletion").await?;
         let io = self.table.file_io();
         if paths.is_none() && candidates.data.iter().any(|d| !keep.data.contains(d)) {
             *paths = Some(data_file_paths(&self.table, name).await?);

@@ -23,6 +23,7 @@
 mod commit;
 mod error;
 mod expire;
+mod fence;
 mod files;
 mod health;
 pub mod kvfile;
@@ -41,6 +42,7 @@ use paimon::Table;
 pub use commit::COMPACT_USER;
 pub use error::{describe_paimon, LsmError, Result};
 pub use expire::ExpireReport;
+pub use fence::{Fence, FenceFuture, SharedFence};
 pub use files::{live_files, BucketFiles, Version};
 pub use health::{BucketHealth, TableHealth, TagInfo};
 pub use options::{parse_duration, parse_memory_size, CompactionOptions, ExpireOptions};
@@ -94,6 +96,8 @@ pub struct Maintainer {
     /// compaction only deletes files live in the latest snapshot, expiry only files no
     /// retained snapshot sees.
     expiring: Arc<tokio::sync::Mutex<()>>,
+    /// Checked before every commit, tag write and deletion (none by default).
+    fence: Option<SharedFence>,
 }
 
 impl Maintainer {
@@ -112,7 +116,25 @@ impl Maintainer {
             commit_lock,
             compacting: Arc::default(),
             expiring: Arc::default(),
+            fence: None,
         })
+    }
+
+    /// Checks `fence` before every snapshot commit, tag write and file deletion. Default = none.
+    pub fn with_fence(mut self, fence: Option<SharedFence>) -> Maintainer {
+        self.fence = fence;
+        self
+    }
+
+    /// # Errors
+    /// [`LsmError::Fenced`] when the fence refuses `what`.
+    pub(crate) async fn fenced(&self, what: &'static str) -> Result<()> {
+        match &self.fence {
+            Some(f) => {
+                f.check().await.map_err(|reason| LsmError::Fenced { table: self.name.clone(), what, reason })
+            }
+            None => Ok(()),
+        }
     }
 
     pub fn table(&self) -> &Table {
@@ -198,6 +220,7 @@ impl Maintainer {
         if !self.is_primary_key() {
             // Append tables only get their manifests merged.
             let _commit = self.commit_lock.lock().await;
+            self.fenced("compaction commit").await?;
             report.snapshot_id =
                 commit_compact(&self.table, &self.name, &[], self.compaction.manifest_merge_min_count)
                     .await?;
@@ -268,7 +291,18 @@ impl Maintainer {
         }
         let result = {
             let _commit = self.commit_lock.lock().await;
-            commit_compact(&self.table, &self.name, &changes, self.compaction.manifest_merge_min_count).await
+            match self.fenced("compaction commit").await {
+                Ok(()) => {
+                    commit_compact(
+                        &self.table,
+                        &self.name,
+                        &changes,
+                        self.compaction.manifest_merge_min_count,
+                    )
+                    .await
+                }
+                Err(e) => Err(e),
+            }
         };
         match result {
             Ok(id) => {

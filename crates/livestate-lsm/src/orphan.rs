@@ -46,6 +46,7 @@ impl Maintainer {
             .list_status_recursive(&root)
             .await
             .map_err(paimon_err(name, "list table files"))?;
+        self.fenced("orphan removal").await?;
         let ids = sm.list_all_ids().await.map_err(paimon_err(name, "list snapshots"))?;
         let mut keep = Refs::default();
         if let Some(&earliest) = ids.first() {
