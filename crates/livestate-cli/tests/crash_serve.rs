@@ -26,6 +26,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use common::livestate;
 use livestate_client::Client;
 use livestate_record::{Record, RecordedEvent};
 use livestate_sim::Rng;
@@ -168,13 +169,6 @@ fn table_name(t: &str) -> &'static str {
 
 // ---------------------------------------------------------------------------------------------
 // The binary and the server.
-
-fn livestate(dir: &Path, args: &[&str]) -> String {
-    let out =
-        Command::new(env!("CARGO_BIN_EXE_livestate")).args(args).arg("--dir").arg(dir).output().unwrap();
-    assert!(out.status.success(), "livestate {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
 
 fn token(dir: &Path, name: &str, scopes: &[&str]) -> String {
     let mut args = vec!["token", "add", name];
@@ -573,24 +567,25 @@ fn livestate_reads(dir: &Path) -> Vec<Seen> {
         .collect()
 }
 
-/// Every table and every tag through pypaimon. Its batch read skips level-0 files of first-row
-/// tables (a known limit of Paimon readers), so item_first_seen is held against livestate only.
-fn pypaimon_reads(py: &str, dir: &Path) -> Vec<Seen> {
+/// `tests/interop/read_all.py FLAGS WAREHOUSE TABLES` (every modelled table but item_first_seen)
+/// as JSON values, one per line it printed.
+fn read_all(py: &str, dir: &Path, flags: &[&str]) -> Vec<Value> {
     let out = Command::new(py)
         .arg(common::repo().join("tests/interop/read_all.py"))
+        .args(flags)
         .arg(dir.join("warehouse"))
         .args(TABLES.iter().map(|(t, _, _)| *t).filter(|t| *t != "item_first_seen"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "pypaimon could not read a table or tag: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+    assert!(out.status.success(), "pypaimon failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// Every table and every tag through pypaimon. Its batch read skips level-0 files of first-row
+/// tables (a known limit of Paimon readers), so item_first_seen is held against livestate only.
+fn pypaimon_reads(py: &str, dir: &Path) -> Vec<Seen> {
+    read_all(py, dir, &[])
+        .into_iter()
         .filter(|v| !v["identifier"].is_null())
         .map(|v| {
             let t = table_name(v["table"].as_str().unwrap());
@@ -628,21 +623,8 @@ fn check_tables(events: &[RecordedEvent], seen: &[Seen]) {
 
 /// Data files on disk that no kept snapshot or tag of their table references.
 fn unreferenced_files(py: &str, dir: &Path) -> Vec<String> {
-    let out = Command::new(py)
-        .arg(common::repo().join("tests/interop/read_all.py"))
-        .arg("--files")
-        .arg(dir.join("warehouse"))
-        .args(TABLES.iter().map(|(t, _, _)| *t).filter(|t| *t != "item_first_seen"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "pypaimon could not plan a snapshot or tag: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let mut left = Vec::new();
-    for line in String::from_utf8(out.stdout).unwrap().lines() {
-        let v: Value = serde_json::from_str(line).unwrap();
+    for v in read_all(py, dir, &["--files"]) {
         let table = v["table"].as_str().unwrap();
         let referenced: BTreeSet<&str> =
             v["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();

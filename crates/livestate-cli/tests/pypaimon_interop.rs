@@ -5,45 +5,12 @@
 
 mod common;
 
-use common::{python, repo};
+use common::{canonical, emit, livestate, livestate_rows, python, repo};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::{json, Value};
-
-fn livestate(dir: &Path, args: &[&str]) -> String {
-    let out =
-        Command::new(env!("CARGO_BIN_EXE_livestate")).args(args).arg("--dir").arg(dir).output().unwrap();
-    assert!(out.status.success(), "livestate {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn emit(dir: &Path, lines: &str) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_livestate"))
-        .args(["emit", "-", "--dir"])
-        .arg(dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    c.stdin.take().unwrap().write_all(lines.as_bytes()).unwrap();
-    assert!(c.wait().unwrap().success());
-}
-
-/// Rows as canonical JSON text (keys sorted), sorted.
-fn canonical(rows: impl IntoIterator<Item = Value>) -> Vec<String> {
-    let mut out: Vec<String> = rows
-        .into_iter()
-        .map(|r| {
-            let sorted: BTreeMap<String, Value> = r.as_object().unwrap().clone().into_iter().collect();
-            serde_json::to_string(&sorted).unwrap()
-        })
-        .collect();
-    out.sort();
-    out
-}
 
 /// Output of `tests/interop/read_table.py` for `table` with `extra` arguments.
 fn read_table_py(py: &str, dir: &Path, table: &str, extra: &[&str]) -> String {
@@ -64,13 +31,6 @@ fn read_table_py(py: &str, dir: &Path, table: &str, extra: &[&str]) -> String {
 
 fn pypaimon_rows(py: &str, dir: &Path, table: &str, extra: &[&str]) -> Vec<String> {
     canonical(read_table_py(py, dir, table, extra).lines().map(|l| serde_json::from_str(l).unwrap()))
-}
-
-fn livestate_rows(dir: &Path, table: &str, extra: &[&str]) -> Vec<String> {
-    let mut args = vec!["read", table, "--json"];
-    args.extend_from_slice(extra);
-    let v: Value = serde_json::from_str(&livestate(dir, &args)).unwrap();
-    canonical(v["rows"].as_array().unwrap().clone())
 }
 
 #[test]

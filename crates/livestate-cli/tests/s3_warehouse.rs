@@ -8,9 +8,8 @@
 
 mod common;
 
-use common::{python, repo};
+use common::{canonical, python, repo};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -117,29 +116,9 @@ fn livestate(s3: &S3Server, dir: &Path, args: &[&str]) -> String {
 }
 
 fn emit(s3: &S3Server, dir: &Path, lines: &str) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_livestate"))
-        .args(["emit", "-", "--dir"])
-        .arg(dir)
-        .envs(s3.env())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    c.stdin.take().unwrap().write_all(lines.as_bytes()).unwrap();
-    assert!(c.wait().unwrap().success());
-}
-
-/// Rows as canonical JSON text (keys sorted), sorted.
-fn canonical(rows: impl IntoIterator<Item = Value>) -> Vec<String> {
-    let mut out: Vec<String> = rows
-        .into_iter()
-        .map(|r| {
-            let sorted: BTreeMap<String, Value> = r.as_object().unwrap().clone().into_iter().collect();
-            serde_json::to_string(&sorted).unwrap()
-        })
-        .collect();
-    out.sort();
-    out
+    let mut c = common::livestate_command(dir, &["emit", "-"]);
+    c.envs(s3.env());
+    common::emit_with(c, lines);
 }
 
 fn livestate_rows(s3: &S3Server, dir: &Path, table: &str, extra: &[&str]) -> Vec<String> {
@@ -235,7 +214,10 @@ fn s3_lease_refuses_a_second_writer_and_fences_a_writer_whose_lease_was_taken_ov
     let (d1, d2) = (tmp.path().join("d1"), tmp.path().join("d2"));
     let out = run(&s3, &d1, &["init", "--warehouse", warehouse], &ttl_env);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let events = livestate_sim::company_events(&livestate_sim::SimConfig::default());
+    // Enough events that writer 1, committing every 10, is still deriving when it is stopped,
+    // however fast the machine.
+    let cfg = livestate_sim::SimConfig { items: 40, orders: 2_000, jobs: 100, ..Default::default() };
+    let events = livestate_sim::company_events(&cfg);
     emit(&s3, &d1, &livestate_sim::to_json_lines(&events));
 
     // Writer 1 derives, committing every 10 events; it renews its lease as it goes.

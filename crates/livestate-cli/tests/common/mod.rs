@@ -27,3 +27,60 @@ pub fn python() -> String {
         .trim()
         .to_string()
 }
+
+/// `livestate ARGS --dir DIR`, not yet run.
+pub fn livestate_command(dir: &std::path::Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_livestate"));
+    c.args(args).arg("--dir").arg(dir);
+    c
+}
+
+/// Runs `livestate ARGS --dir DIR`, which must succeed; its standard output.
+pub fn livestate(dir: &std::path::Path, args: &[&str]) -> String {
+    ok(livestate_command(dir, args))
+}
+
+/// Runs `c`, which must succeed; its standard output.
+pub fn ok(mut c: Command) -> String {
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "{c:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Appends JSON lines through `livestate emit -` (`c` is `livestate_command(dir, &["emit", "-"])`,
+/// perhaps with an environment), which must succeed.
+pub fn emit_with(mut c: Command, lines: &str) {
+    use std::io::Write;
+    let mut child =
+        c.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::null()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(lines.as_bytes()).unwrap();
+    assert!(child.wait().unwrap().success(), "{c:?} failed");
+}
+
+/// Appends JSON lines through `livestate emit - --dir DIR`.
+pub fn emit(dir: &std::path::Path, lines: &str) {
+    emit_with(livestate_command(dir, &["emit", "-"]), lines);
+}
+
+/// Rows as canonical JSON text (keys sorted), sorted: how tests compare livestate's rows with
+/// another reader's.
+pub fn canonical(rows: impl IntoIterator<Item = serde_json::Value>) -> Vec<String> {
+    let mut out: Vec<String> = rows
+        .into_iter()
+        .map(|r| {
+            let sorted: std::collections::BTreeMap<String, serde_json::Value> =
+                r.as_object().unwrap().clone().into_iter().collect();
+            serde_json::to_string(&sorted).unwrap()
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// `livestate read TABLE --json EXTRA` as canonical rows.
+pub fn livestate_rows(dir: &std::path::Path, table: &str, extra: &[&str]) -> Vec<String> {
+    let mut args = vec!["read", table, "--json"];
+    args.extend_from_slice(extra);
+    let v: serde_json::Value = serde_json::from_str(&livestate(dir, &args)).unwrap();
+    canonical(v["rows"].as_array().unwrap().clone())
+}
