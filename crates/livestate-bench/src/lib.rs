@@ -5,6 +5,7 @@
 //! [`http`] for lookups through `livestate serve`), then [`postgres`], then [`pypaimon`];
 //! [`report`] prints each figure with livestate's ratio to each peer. This crate is never a
 //! dependency of the others, so the peers' clients stay out of normal builds.
+//! [`soak`] runs `livestate serve` for minutes at a steady load and watches its memory and lag.
 //! How to run it and what a run showed: docs/BENCHMARKS.md.
 
 pub mod engine;
@@ -16,6 +17,7 @@ mod process;
 pub mod pypaimon;
 pub mod report;
 pub mod run;
+pub mod soak;
 pub mod stats;
 pub mod workload;
 

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use livestate_bench::{engine, run};
+use livestate_bench::{engine, run, soak};
 
 /// The allocator `livestate` itself uses, so livestate's steps here run as they do there.
 #[global_allocator]
@@ -14,7 +14,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(
     name = "livestate-bench",
     about = "livestate, PostgreSQL 15 and pypaimon 2.1.0 on the same events, side by side in one run",
-    after_help = "Examples:\n  scripts/bench            full run (1M events, 100k item-locations; about half an hour)\n  scripts/bench --quick    checks the harness in under two minutes"
+    after_help = "Examples:\n  scripts/bench            full run (1M events, 100k item-locations; about half an hour)\n  scripts/bench --quick    checks the harness in under two minutes\n  scripts/bench soak       livestate serve for 10 minutes at a steady load: memory, lag, latencies"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -63,9 +63,52 @@ struct Cli {
     json: Option<PathBuf>,
 }
 
-/// livestate's steps, run by the benchmark in child processes.
+/// The soak, and livestate's steps, which the benchmark runs in child processes.
 #[derive(Subcommand)]
 enum Step {
+    /// Run `livestate serve` for minutes at a steady load of events, reads, proposals and
+    /// decisions; report its memory (first vs last minute), each table's lag against its budget,
+    /// and request latencies. Exits 1 when a request failed, a table went over budget or memory
+    /// grew.
+    Soak {
+        /// Length of the measured run
+        #[arg(long, default_value_t = 10.0)]
+        minutes: f64,
+        /// Events per second through POST /v1/events
+        #[arg(long, default_value_t = 1000)]
+        rate: u64,
+        /// Point reads per second (one stock row each)
+        #[arg(long, default_value_t = 50)]
+        read_rate: u64,
+        /// Consistent reads per second (stock and open_orders as of one offset; each commits both)
+        #[arg(long, default_value_t = 1.0)]
+        consistent_rate: f64,
+        /// Seconds between two proposals (every third is decided)
+        #[arg(long, default_value_t = 2.0)]
+        proposal_seconds: f64,
+        /// Seconds between two samples of memory and lag
+        #[arg(long, default_value_t = 5.0)]
+        sample_seconds: f64,
+        /// Distinct item-locations (stock rows), counted before the run
+        #[arg(long, default_value_t = 10_000)]
+        item_locations: usize,
+        /// Workload seed
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Work directory (removed afterwards unless --keep) [default: a new one under the temp dir]
+        #[arg(long)]
+        work: Option<PathBuf>,
+        /// Keep the work directory (the data directory and the server's log)
+        #[arg(long)]
+        keep: bool,
+        /// Also write every figure (and every memory sample) as JSON here
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Serve this spec directory instead of the example company's (same events; tables
+        /// stock, open_orders and approval_inbox), e.g. to soak other table options
+        #[arg(long)]
+        spec: Option<PathBuf>,
+    },
     #[command(hide = true, name = "child-ingest")]
     Ingest {
         #[arg(long)]
@@ -122,6 +165,15 @@ fn json(v: &impl serde::Serialize) -> livestate_bench::Result<()> {
     Ok(())
 }
 
+fn write_json(path: &std::path::Path, v: &impl serde::Serialize) -> livestate_bench::Result<()> {
+    let text = serde_json::to_string_pretty(v).expect("figures serialize");
+    std::fs::write(path, text).map_err(|source| livestate_bench::BenchError::Io {
+        what: "write",
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
     match cli.child {
         Some(Step::Ingest { dir, spec, events, batch }) => {
@@ -135,6 +187,48 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
         }
         Some(Step::Steady { dir, item_locations, seed, commits, lookups }) => {
             json(&engine::steady(&dir, item_locations, seed, commits, EVENTS_PER_COMMIT, lookups).await?)
+        }
+        Some(Step::Soak {
+            minutes,
+            rate,
+            read_rate,
+            consistent_rate,
+            proposal_seconds,
+            sample_seconds,
+            item_locations,
+            seed,
+            work,
+            keep,
+            json,
+            spec,
+        }) => {
+            let o = soak::Options {
+                minutes,
+                rate,
+                read_rate,
+                consistent_rate,
+                proposal_seconds,
+                sample_seconds,
+                item_locations,
+                seed,
+                work,
+                keep,
+                spec,
+            };
+            let results = soak::run(&o).await?;
+            println!("{}", results.markdown());
+            if let Some(path) = json {
+                write_json(&path, &results)?;
+            }
+            if results.healthy() {
+                Ok(())
+            } else {
+                Err(livestate_bench::BenchError::Peer {
+                    peer: "soak",
+                    message: "a request failed, a table went over its budget or memory grew (see above)"
+                        .into(),
+                })
+            }
         }
         None => {
             let o = run::Options {
@@ -155,12 +249,7 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
             let results = run::run(&o).await?;
             println!("{}", results.markdown());
             if let Some(path) = cli.json {
-                let text = serde_json::to_string_pretty(&results).expect("figures serialize");
-                std::fs::write(&path, text).map_err(|source| livestate_bench::BenchError::Io {
-                    what: "write",
-                    path,
-                    source,
-                })?;
+                write_json(&path, &results)?;
             }
             Ok(())
         }

@@ -102,7 +102,7 @@ fn s(v: impl ToString) -> String {
     v.to_string()
 }
 
-fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {
@@ -120,7 +120,7 @@ fn machine() -> String {
     format!("{cores} cores ({cpu}), {mem:.0} GiB")
 }
 
-fn commit() -> String {
+pub(crate) fn commit() -> String {
     let git = |args: &[&str]| {
         Command::new("git")
             .args(args)

@@ -26,6 +26,9 @@
 mod check;
 mod entry;
 mod error;
+/// Entry point of the `event_decoder` fuzz target (`fuzz/`), replayed by `tests/fuzz_regressions.rs`.
+#[doc(hidden)]
+pub mod fuzzing;
 mod record;
 
 pub use check::{check_files, check_record, FileProblem, FilesCheck, RecordCheck};

@@ -23,7 +23,13 @@ use rust_decimal::Decimal;
 
 use crate::types::{Value, ValueType};
 
-/// A parsed expression.
+/// The deepest expression [`Expr::parse`] accepts, counting every operator, `not`, sign and
+/// `coalesce` on the way down (parentheses add none). Far beyond any real condition, and shallow
+/// enough that parsing, checking, evaluating and dropping an expression cannot exhaust a thread's
+/// stack, whatever a `where=` parameter or a spec holds.
+pub const MAX_DEPTH: usize = 64;
+
+/// A parsed expression, at most [`MAX_DEPTH`] deep.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
     Literal(Value),
@@ -89,14 +95,25 @@ impl Expr {
     /// Parses `src`.
     ///
     /// # Errors
-    /// A message with the character position of the problem.
+    /// A message with the character position of the problem; an expression nested deeper than
+    /// [`MAX_DEPTH`].
     pub fn parse(src: &str) -> Result<Expr, String> {
         let tokens = lex(src)?;
-        let mut p = Parser { tokens, pos: 0 };
+        let mut p = Parser { tokens, pos: 0, depth: 0 };
         let e = p.or()?;
         match p.peek() {
             None => Ok(e),
             Some((tok, at)) => Err(format!("unexpected `{tok}` at position {at} in `{src}`")),
+        }
+    }
+
+    /// Levels from the root to the deepest leaf (a literal or a name is 1).
+    fn height(&self) -> usize {
+        match self {
+            Expr::Literal(_) | Expr::Name(_) => 1,
+            Expr::Neg(e) | Expr::Not(e) => 1 + e.height(),
+            Expr::Binary(_, a, b) => 1 + a.height().max(b.height()),
+            Expr::Coalesce(args) => 1 + args.iter().map(Expr::height).max().unwrap_or(0),
         }
     }
 
@@ -399,9 +416,38 @@ fn lex(src: &str) -> Result<Vec<(Tok, usize)>, String> {
 struct Parser {
     tokens: Vec<(Tok, usize)>,
     pos: usize,
+    /// Nesting of the parse functions' recursion (`not`, `-`, parentheses, `coalesce`).
+    depth: usize,
 }
 
 impl Parser {
+    fn too_deep(&self) -> String {
+        let at = self.tokens.get(self.pos.min(self.tokens.len().saturating_sub(1))).map_or(0, |(_, at)| *at);
+        format!("the expression nests deeper than {MAX_DEPTH} levels (at position {at})")
+    }
+
+    /// Enters one more level of recursion; leave it with `self.depth -= 1`.
+    fn descend(&mut self) -> Result<(), String> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(self.too_deep());
+        }
+        Ok(())
+    }
+
+    /// `e`, unless it is deeper than [`MAX_DEPTH`] (each child was checked when it was built, so
+    /// measuring it recurses at most that deep).
+    fn node(&self, e: Expr) -> Result<Expr, String> {
+        if e.height() > MAX_DEPTH {
+            return Err(self.too_deep());
+        }
+        Ok(e)
+    }
+
+    fn binary(&self, op: BinOp, a: Expr, b: Expr) -> Result<Expr, String> {
+        self.node(Expr::Binary(op, Box::new(a), Box::new(b)))
+    }
+
     fn peek(&self) -> Option<&(Tok, usize)> {
         self.tokens.get(self.pos)
     }
@@ -427,7 +473,8 @@ impl Parser {
     fn or(&mut self) -> Result<Expr, String> {
         let mut e = self.and()?;
         while self.eat_word("or") {
-            e = Expr::Binary(BinOp::Or, Box::new(e), Box::new(self.and()?));
+            let b = self.and()?;
+            e = self.binary(BinOp::Or, e, b)?;
         }
         Ok(e)
     }
@@ -435,14 +482,18 @@ impl Parser {
     fn and(&mut self) -> Result<Expr, String> {
         let mut e = self.not()?;
         while self.eat_word("and") {
-            e = Expr::Binary(BinOp::And, Box::new(e), Box::new(self.not()?));
+            let b = self.not()?;
+            e = self.binary(BinOp::And, e, b)?;
         }
         Ok(e)
     }
 
     fn not(&mut self) -> Result<Expr, String> {
         if self.eat_word("not") {
-            return Ok(Expr::Not(Box::new(self.not()?)));
+            self.descend()?;
+            let e = self.not()?;
+            self.depth -= 1;
+            return self.node(Expr::Not(Box::new(e)));
         }
         self.cmp()
     }
@@ -458,7 +509,8 @@ impl Parser {
             (">", BinOp::Gt),
         ] {
             if self.eat_sym(s) {
-                return Ok(Expr::Binary(op, Box::new(e), Box::new(self.sum()?)));
+                let b = self.sum()?;
+                return self.binary(op, e, b);
             }
         }
         Ok(e)
@@ -467,32 +519,39 @@ impl Parser {
     fn sum(&mut self) -> Result<Expr, String> {
         let mut e = self.product()?;
         loop {
-            if self.eat_sym("+") {
-                e = Expr::Binary(BinOp::Add, Box::new(e), Box::new(self.product()?));
+            let op = if self.eat_sym("+") {
+                BinOp::Add
             } else if self.eat_sym("-") {
-                e = Expr::Binary(BinOp::Sub, Box::new(e), Box::new(self.product()?));
+                BinOp::Sub
             } else {
                 return Ok(e);
-            }
+            };
+            let b = self.product()?;
+            e = self.binary(op, e, b)?;
         }
     }
 
     fn product(&mut self) -> Result<Expr, String> {
         let mut e = self.unary()?;
         loop {
-            if self.eat_sym("*") {
-                e = Expr::Binary(BinOp::Mul, Box::new(e), Box::new(self.unary()?));
+            let op = if self.eat_sym("*") {
+                BinOp::Mul
             } else if self.eat_sym("/") {
-                e = Expr::Binary(BinOp::Div, Box::new(e), Box::new(self.unary()?));
+                BinOp::Div
             } else {
                 return Ok(e);
-            }
+            };
+            let b = self.unary()?;
+            e = self.binary(op, e, b)?;
         }
     }
 
     fn unary(&mut self) -> Result<Expr, String> {
         if self.eat_sym("-") {
-            return Ok(Expr::Neg(Box::new(self.unary()?)));
+            self.descend()?;
+            let e = self.unary()?;
+            self.depth -= 1;
+            return self.node(Expr::Neg(Box::new(e)));
         }
         self.primary()
     }
@@ -524,6 +583,7 @@ impl Parser {
                     if w != "coalesce" {
                         return Err(format!("unknown function `{w}` at position {at} (only coalesce)"));
                     }
+                    self.descend()?;
                     let mut args = vec![self.or()?];
                     while self.eat_sym(",") {
                         args.push(self.or()?);
@@ -531,15 +591,18 @@ impl Parser {
                     if !self.eat_sym(")") {
                         return Err(format!("missing `)` after the arguments of `{w}`"));
                     }
-                    Ok(Expr::Coalesce(args))
+                    self.depth -= 1;
+                    self.node(Expr::Coalesce(args))
                 }
                 _ => Ok(Expr::Name(w)),
             },
             Tok::Sym("(") => {
+                self.descend()?;
                 let e = self.or()?;
                 if !self.eat_sym(")") {
                     return Err(format!("missing `)` for the `(` at position {at}"));
                 }
+                self.depth -= 1;
                 Ok(e)
             }
             Tok::Sym(s) => Err(format!("unexpected `{s}` at position {at}")),
@@ -606,6 +669,25 @@ mod tests {
         assert!(Expr::parse("'open").unwrap_err().contains("unterminated"));
         assert!(Expr::parse("a b").unwrap_err().contains("unexpected `b`"));
         assert!(Expr::parse("upper(a)").unwrap_err().contains("unknown function"));
+    }
+
+    #[test]
+    fn nesting_deeper_than_the_limit_is_an_error_not_a_stack_overflow() {
+        let within = format!("{}i{}", "(".repeat(MAX_DEPTH - 1), ")".repeat(MAX_DEPTH - 1));
+        assert!(Expr::parse(&within).is_ok());
+        let chain = vec!["i"; MAX_DEPTH / 2].join(" + ");
+        assert!(Expr::parse(&chain).is_ok());
+        for deep in [
+            format!("{}i{}", "(".repeat(100_000), ")".repeat(100_000)),
+            format!("{}b", "not ".repeat(100_000)),
+            format!("{}i", "-".repeat(100_000)),
+            vec!["i"; 100_000].join(" + "),
+            vec!["b"; 100_000].join(" and "),
+            format!("{}i{}", "coalesce(".repeat(100_000), ")".repeat(100_000)),
+        ] {
+            let e = Expr::parse(&deep).unwrap_err();
+            assert!(e.contains("nests deeper than 64 levels"), "{e}");
+        }
     }
 
     #[test]

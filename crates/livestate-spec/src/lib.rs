@@ -31,6 +31,9 @@ mod error;
 pub mod event;
 pub mod expr;
 pub mod freshness;
+/// Entry points of the fuzz targets (`fuzz/`), replayed by `tests/fuzz_regressions.rs`.
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod merge;
 pub mod options;
 pub mod types;

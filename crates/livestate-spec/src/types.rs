@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use chrono::{DateTime, NaiveDateTime, TimeZone, Utc};
+use chrono::{DateTime, Datelike, NaiveDateTime, TimeZone, Utc};
 use rust_decimal::Decimal;
 
 /// The largest decimal precision a column may declare (what `rust_decimal` represents exactly).
@@ -244,10 +244,12 @@ pub fn fit_decimal(d: Decimal, precision: u8, scale: u8) -> Result<Decimal, Stri
 }
 
 /// Parses an RFC 3339 timestamp (or a naive `YYYY-MM-DDTHH:MM:SS[.fff]`, taken as UTC),
-/// truncated to milliseconds.
+/// truncated to milliseconds. In UTC it must fall in the years 0000 to 9999, the years RFC 3339
+/// can write: livestate stores timestamps in UTC, so one that an offset moves outside them
+/// (`9999-12-31T23:59:59-01:00`) could be accepted but never read back.
 ///
 /// # Errors
-/// A message quoting the text that is not a timestamp.
+/// A message quoting the text that is not a timestamp, or whose UTC year is out of range.
 pub fn parse_timestamp(s: &str) -> Result<DateTime<Utc>, String> {
     let parsed = DateTime::parse_from_rfc3339(s.trim())
         .map(|t| t.with_timezone(&Utc))
@@ -255,6 +257,12 @@ pub fn parse_timestamp(s: &str) -> Result<DateTime<Utc>, String> {
             NaiveDateTime::parse_from_str(s.trim(), "%Y-%m-%dT%H:%M:%S%.f").map(|n| Utc.from_utc_datetime(&n))
         })
         .map_err(|_| format!("\"{s}\" is not an RFC 3339 timestamp (e.g. 2026-03-01T08:00:00Z)"))?;
+    if !(0..=9999).contains(&parsed.year()) {
+        return Err(format!(
+            "\"{s}\" is in the year {} in UTC; timestamps are from year 0000 to 9999",
+            parsed.year()
+        ));
+    }
     Ok(millis_to_timestamp(parsed.timestamp_millis()))
 }
 
@@ -310,6 +318,18 @@ mod tests {
                 .unwrap();
         assert_eq!(v.to_json(), serde_json::json!("2026-03-01T08:00:00.123"));
         assert!(Value::from_json(&serde_json::json!("yesterday"), ValueType::Timestamp).is_err());
+    }
+
+    #[test]
+    fn timestamps_an_offset_moves_out_of_years_0000_to_9999_are_refused() {
+        for (text, year) in [("9999-12-31T23:59:59-23:59", "10000"), ("0000-01-01T00:00:00+00:01", "-1")] {
+            let e = parse_timestamp(text).unwrap_err();
+            assert!(e.contains(&format!("in the year {year} in UTC")), "{e}");
+        }
+        for edge in ["9999-12-31T23:59:59.999Z", "0000-01-01T00:00:00Z", "9999-12-31T23:59:59"] {
+            let t = parse_timestamp(edge).unwrap();
+            assert_eq!(parse_timestamp(&format_timestamp(&t)).unwrap(), t, "{edge} reads back");
+        }
     }
 
     #[test]

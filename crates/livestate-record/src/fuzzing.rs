@@ -1,0 +1,72 @@
+//! What the `event_decoder` fuzz target in `fuzz/` calls, kept here so a stable test can replay
+//! every input it found (`tests/fuzz_regressions.rs`) without cargo-fuzz.
+
+use livestate_spec::{CompanySpec, Event, EventEnvelope};
+
+use crate::entry::{NewEvent, RecordedEvent};
+
+/// Feeds `bytes` to the event path end to end and returns how many event lines were accepted:
+///
+/// 1. as a stored record entry, decoded as the record reads one back (a decoded entry must
+///    encode and decode to itself);
+/// 2. as a `POST /v1/events` body or `livestate emit` input: UTF-8, then each line checked
+///    against `spec` (`livestate_spec::fuzzing::event_line`); each accepted event is then
+///    encoded as the record stores it, decoded, and typed again as derivation does, which must
+///    give the same event and rows.
+///
+/// # Panics
+/// When an accepted event or a decoded entry breaks those invariants: such an event would be
+/// recorded and then stop derivation.
+pub fn event_input(spec: &CompanySpec, bytes: &[u8]) -> usize {
+    stored_entry(bytes);
+    let Ok(text) = std::str::from_utf8(bytes) else { return 0 };
+    let mut accepted = 0;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let Some(event) = livestate_spec::fuzzing::event_line(spec, line) else { continue };
+        accepted += 1;
+        let env = event.envelope();
+        let new = NewEvent {
+            id: env.id,
+            event_type: env.event_type,
+            occurred_at: env.occurred_at,
+            causation: env.causation,
+            data: env.data,
+        };
+        let offset = i as u64;
+        let stored = RecordedEvent::decode(offset, &RecordedEvent::encode(&new, 1_772_438_400_000))
+            .unwrap_or_else(|e| panic!("accepted {line:?}, but its stored entry does not decode: {e}"));
+        assert!(new.same_content(&stored), "{line:?} changed in the record: {stored:?}");
+        let envelope = EventEnvelope {
+            id: stored.id,
+            event_type: stored.event_type,
+            occurred_at: stored.occurred_at,
+            data: stored.data,
+            causation: stored.causation,
+        };
+        let derived = Event::decode(envelope, spec)
+            .unwrap_or_else(|e| panic!("accepted {line:?}, but derivation refuses it: {e}"));
+        assert_eq!(derived, event, "{line:?} reads back from the record as another event");
+        if let Err(e) = derived.row_ops_with(spec, offset, &|_, _| None) {
+            panic!("accepted {line:?}, but derivation cannot apply it: {e}");
+        }
+    }
+    accepted
+}
+
+/// Decodes `bytes` as a stored entry; one that decodes must survive re-encoding.
+fn stored_entry(bytes: &[u8]) {
+    let Ok(ev) = RecordedEvent::decode(3, bytes) else { return };
+    let new = NewEvent {
+        id: ev.id.clone(),
+        event_type: ev.event_type.clone(),
+        occurred_at: ev.occurred_at.clone(),
+        causation: ev.causation.clone(),
+        data: ev.data.clone(),
+    };
+    let again = RecordedEvent::decode(3, &RecordedEvent::encode(&new, ev.recorded_at_ms))
+        .unwrap_or_else(|e| panic!("a decoded entry does not decode once re-encoded: {e}"));
+    assert_eq!(again, ev, "a decoded entry changed when re-encoded");
+}
