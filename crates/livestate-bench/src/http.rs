@@ -2,11 +2,12 @@
 //! API with an agent's token, one at a time on a kept-alive connection.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::error::{BenchError, Result};
 use crate::memory::{pss_kib, tree};
+use crate::process::Serving;
 use crate::stats::Latencies;
 use crate::workload::key;
 
@@ -34,24 +35,6 @@ pub fn livestate_bin() -> Result<PathBuf> {
             WHO,
             format!("{} not found: build it (cargo build --workspace) or set LIVESTATE_BIN", bin.display()),
         ))
-    }
-}
-
-struct Serving(Child);
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        // SIGINT: the server commits what is pending and stops.
-        let _ = Command::new("kill").args(["-INT", &self.0.id().to_string()]).status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 

@@ -54,3 +54,22 @@ pub(crate) fn free_port() -> Result<u16> {
         .map(|a| a.port())
         .map_err(BenchError::io("bind", "127.0.0.1:0"))
 }
+
+/// A running `livestate serve`, stopped with SIGINT when dropped (it commits what is pending and
+/// stops), killed if it has not stopped within a minute.
+pub(crate) struct Serving(pub(crate) std::process::Child);
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-INT", &self.0.id().to_string()]).status();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

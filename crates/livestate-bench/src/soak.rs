@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -26,6 +26,7 @@ use tokio::sync::watch;
 use crate::error::{BenchError, Result};
 use crate::http::livestate_bin;
 use crate::memory::{pss_kib, tree};
+use crate::process::Serving;
 use crate::stats::Latencies;
 use crate::workload::{key, Generator};
 
@@ -202,24 +203,6 @@ type Shared = Arc<Mutex<Tally>>;
 
 fn tally(t: &Shared) -> std::sync::MutexGuard<'_, Tally> {
     t.lock().expect("no holder panics")
-}
-
-/// `livestate serve`, stopped with SIGINT (it commits what is pending) when dropped.
-struct Serving(Child);
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-INT", &self.0.id().to_string()]).status();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn livestate(bin: &Path, args: &[&str]) -> Result<String> {
