@@ -66,19 +66,13 @@ fn short_soak_serves_a_steady_load_without_errors_within_budget_and_samples_memo
     for t in ["stock", "open_orders", "work_queue", "approval_inbox"] {
         assert!(names.contains(&t), "{t} not sampled: {names:?}");
     }
-    // A table no event touched since its last commit has its lag measured from the status the
-    // server writes once a second (docs/architecture.md), so a receipt of the 1 s approval_inbox
-    // may say up to about a second more than the table's real lag; longer budgets have no such
-    // slack. The real freshness of approval_inbox is measured from outside just below.
+    // The server measures a receipt's lag from its derivers' progress as of their last step, so
+    // even the 1 s approval_inbox, idle between proposals, is within budget at every sample.
     for t in tables {
         assert!(t["samples"].as_u64().unwrap() >= 20, "{t}");
-        let Some(budget) = t["budget_ms"].as_u64() else { continue };
-        let max_lag = t["max_lag_ms"].as_u64().unwrap();
-        if budget >= 60_000 {
-            assert_eq!(t["over_budget_samples"], 0, "over budget: {t}");
-            assert!(max_lag <= budget, "{t}");
-        } else {
-            assert!(max_lag <= budget + 1000, "{t}");
+        assert_eq!(t["over_budget_samples"], 0, "over budget: {t}");
+        if let Some(budget) = t["budget_ms"].as_u64() {
+            assert!(t["max_lag_ms"].as_u64().unwrap() <= budget, "{t}");
         }
     }
     // Every proposal was readable in approval_inbox within its 1 s budget.
@@ -98,6 +92,10 @@ fn short_soak_serves_a_steady_load_without_errors_within_budget_and_samples_memo
     for part in ["memory (PSS of the server)", "| stock |", "POST /v1/proposals", "events acknowledged"] {
         assert!(stdout.contains(part), "no `{part}` in:\n{stdout}");
     }
-    // The exit code says whether the run was healthy.
-    assert_eq!(out.status.success(), m["flat"] == true, "exit {}:\n{stderr}", out.status);
+    // The exit code says whether the run was healthy: no error, every table within its budget
+    // at every sample, memory flat.
+    let healthy = r["errors"]["total"] == 0
+        && tables.iter().all(|t| t["over_budget_samples"] == 0)
+        && m["flat"] == true;
+    assert_eq!(out.status.success(), healthy, "exit {}:\n{stderr}", out.status);
 }

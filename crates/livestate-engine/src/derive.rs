@@ -403,7 +403,14 @@ impl Derivers {
     /// # Errors
     /// Record or I/O errors.
     pub fn write_status(&self, record: &Record) -> Result<(), EngineError> {
-        let layout = &self.layout;
+        self.status(record)?.store(&self.layout)
+    }
+
+    /// Each table's snapshot, checked-through offset and lag, now.
+    ///
+    /// # Errors
+    /// Record errors.
+    pub fn status(&self, record: &Record) -> Result<Status, EngineError> {
         let now = chrono::Utc::now().timestamp_millis();
         let next = record.next_offset();
         let mut status = Status {
@@ -426,6 +433,6 @@ impl Derivers {
                 },
             );
         }
-        status.store(layout)
+        Ok(status)
     }
 }

@@ -86,6 +86,9 @@ pub struct Livestate {
     pub index: std::sync::Arc<Index>,
     /// The single-writer lease of an object-storage warehouse (`None` for a local one).
     pub lease: Option<std::sync::Arc<Lease>>,
+    /// The derivers' progress as their loop last published it ([`Livestate::publish_status`]),
+    /// fresher than the status file a serving process writes once a second.
+    live_status: std::sync::Mutex<Option<Status>>,
     _lock: WriteLock,
 }
 
@@ -175,7 +178,16 @@ impl Livestate {
         let index = std::sync::Arc::new(Index::open(&layout.index_dir(), &spec)?);
         // The spec directory appears last: its presence marks a complete initialisation.
         std::fs::rename(&staging, layout.spec_dir()).map_err(io_err(&staging))?;
-        Ok(Livestate { layout, spec, record, catalog, index, lease, _lock: lock })
+        Ok(Livestate {
+            layout,
+            spec,
+            record,
+            catalog,
+            index,
+            lease,
+            live_status: Default::default(),
+            _lock: lock,
+        })
     }
 
     /// Opens an initialised directory for writing, taking its lock.
@@ -198,7 +210,16 @@ impl Livestate {
         let catalog = open_catalog(&layout)?;
         let record = Record::open(&layout.record_dir())?;
         let index = std::sync::Arc::new(Index::open(&layout.index_dir(), &spec)?);
-        Ok(Livestate { layout, spec, record, catalog, index, lease, _lock: lock })
+        Ok(Livestate {
+            layout,
+            spec,
+            record,
+            catalog,
+            index,
+            lease,
+            live_status: Default::default(),
+            _lock: lock,
+        })
     }
 
     /// Validates JSON-lines events and appends them durably.
@@ -309,9 +330,18 @@ impl Livestate {
         self.lease.clone().map(|l| l as livestate_lsm::SharedFence)
     }
 
-    /// How this process measures lag: against its own record.
+    /// How this process measures lag: against its own record, with how far the derivers checked
+    /// it taken from what their loop last published in this process, or else the status file.
     pub fn lag_source(&self) -> LagSource<'_> {
-        LagSource::Record(&self.record, Status::load(&self.layout))
+        let live = self.live_status.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        LagSource::Record(&self.record, live.or_else(|| Status::load(&self.layout)))
+    }
+
+    /// Makes `status` what this process's receipts measure lag from (see [`Livestate::lag_source`]):
+    /// a serving process publishes its derivers' progress after every step, so a receipt does not
+    /// trail the tables by the second between status files.
+    pub fn publish_status(&self, status: Status) {
+        *self.live_status.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(status);
     }
 }
 

@@ -363,13 +363,22 @@ async fn derive_loop(
             break;
         }
         let step = derivers.step(&ls.record, &ls.spec).await?;
+        let mut moved = step.events > 0 || step.commits > 0;
         while let Some(req) = waiting.take().or_else(|| barrier_rx.try_recv().ok()) {
             let answer = derivers.barrier(&ls.record, &ls.spec, &req.tables, req.target).await;
             let _ = req.reply.send(answer.map_err(ApiError::from));
+            moved = true;
         }
-        if last_status.elapsed() >= Duration::from_secs(1) {
-            derivers.write_status(&ls.record)?;
-            last_status = std::time::Instant::now();
+        // Receipts in this process measure lag from what the loop publishes after each step that
+        // moved; other processes read the status file, written once a second.
+        let file_due = last_status.elapsed() >= Duration::from_secs(1);
+        if moved || file_due {
+            let status = derivers.status(&ls.record)?;
+            if file_due {
+                status.store(&ls.layout)?;
+                last_status = std::time::Instant::now();
+            }
+            ls.publish_status(status);
         }
         if step.events == 0 {
             tokio::select! {
@@ -383,7 +392,9 @@ async fn derive_loop(
     barrier_rx.close();
     derivers.commit_all().await?;
     derivers.finish().await;
-    derivers.write_status(&ls.record)?;
+    let status = derivers.status(&ls.record)?;
+    status.store(&ls.layout)?;
+    ls.publish_status(status);
     Ok(())
 }
 
