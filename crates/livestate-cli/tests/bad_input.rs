@@ -364,7 +364,11 @@ fn odd_but_harmless_event_input_is_accepted() {
 fn spec_with(root: &Path, name: &str, file: &str, text: &[u8]) -> PathBuf {
     let dir = root.join(name);
     std::fs::create_dir_all(&dir).unwrap();
-    for e in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/company")).unwrap()
+    for e in std::fs::read_dir(
+        Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+            .join("../../examples/company"),
+    )
+    .unwrap()
     {
         let p = e.unwrap().path();
         std::fs::copy(&p, dir.join(p.file_name().unwrap())).unwrap();

@@ -19,7 +19,8 @@ use serde_json::{json, Value};
 fn shim() -> &'static Path {
     static SHIM: OnceLock<PathBuf> = OnceLock::new();
     SHIM.get_or_init(|| {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/faults/inject.c");
+        let src = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+            .join("tests/faults/inject.c");
         let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("libinject.so");
         let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
         let built = Command::new(&cc)
@@ -603,7 +604,8 @@ fn damaged_paimon_files_are_named_by_reads_derivation_compaction_and_verify() {
     let tmp = tempfile::tempdir().unwrap();
     let spec = tmp.path().join("spec");
     std::fs::create_dir_all(&spec).unwrap();
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/company");
+    let examples = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("../../examples/company");
     for name in ["events.toml", "mappings.toml", "tables.toml"] {
         let text = std::fs::read_to_string(examples.join(name))
             .unwrap()

@@ -67,7 +67,8 @@ impl Server {
 
 /// The example company's spec, `stock` at a 200 ms budget so reads see new events quickly.
 fn spec(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/company");
+    let src = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("../../examples/company");
     let out = dir.join("spec");
     std::fs::create_dir_all(&out).unwrap();
     for e in std::fs::read_dir(&src).unwrap() {

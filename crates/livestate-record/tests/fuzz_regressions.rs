@@ -10,7 +10,7 @@ use livestate_record::fuzzing::event_input;
 use livestate_spec::CompanySpec;
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../..")
 }
 
 fn inputs(kind: &str) -> Vec<(PathBuf, Vec<u8>)> {

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use livestate_spec::fuzzing::{expr_input, spec_input};
 
 fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
-    let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
+    let fuzz = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("../../fuzz");
     let mut out = Vec::new();
     for kind in ["seeds", "regressions"] {
         let dir = fuzz.join(kind).join(target);
