@@ -420,7 +420,8 @@ async fn decide(c: &Clients, id: &str, decision: &str, ledger: &std::sync::Mutex
         }
         Err(e) if e.status().map(|s| s.as_u16()) == Some(409) => {
             // Decided before the kill, though the answer never arrived: it must be our decision.
-            let status = c.person.proposal(id).await.unwrap()["proposal"]["status"].as_str().unwrap().to_string();
+            let status =
+                c.person.proposal(id).await.unwrap()["proposal"]["status"].as_str().unwrap().to_string();
             assert_eq!(status, decision, "proposal {id} was decided, but not as asked");
             ledger.lock().unwrap().decisions.insert(id.to_string(), decision.to_string());
             true
