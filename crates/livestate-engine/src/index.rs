@@ -62,6 +62,13 @@ fn store_err(table: &str) -> impl Fn(fjall::Error) -> EngineError + '_ {
     move |e| EngineError::Index { table: table.to_string(), message: e.to_string() }
 }
 
+/// Each keyspace flushes its writes to a table file once they hold 8 MiB in memory (fjall's
+/// default is 64 MiB, which, over a dozen keyspaces that a busy server writes slowly, held
+/// hundreds of MiB that never flushed).
+fn keyspace_options() -> KeyspaceCreateOptions {
+    KeyspaceCreateOptions::default().max_memtable_size(8 * 1024 * 1024)
+}
+
 impl Index {
     /// Opens (creating if needed) the index in `path` for the tables of `spec`.
     ///
@@ -69,14 +76,12 @@ impl Index {
     /// The store cannot be opened.
     pub fn open(path: &Path, spec: &CompanySpec) -> Result<Index, EngineError> {
         let db = Database::builder(path).open().map_err(store_err("(index)"))?;
-        let ks = |name: &str| db.keyspace(name, KeyspaceCreateOptions::default).map_err(store_err("(index)"));
+        let ks = |name: &str| db.keyspace(name, keyspace_options).map_err(store_err("(index)"));
         let (meta, disarmed, firings, cursors) =
             (ks("meta")?, ks("disarmed")?, ks("firings")?, ks("cursors")?);
         let mut tables = HashMap::new();
         for t in spec.tables.values() {
-            let rows = db
-                .keyspace(&format!("t.{}", t.name), KeyspaceCreateOptions::default)
-                .map_err(store_err(&t.name))?;
+            let rows = db.keyspace(&format!("t.{}", t.name), keyspace_options).map_err(store_err(&t.name))?;
             let key_idx =
                 t.primary_key.iter().map(|k| t.columns.get_index_of(k).expect("key column")).collect();
             tables.insert(

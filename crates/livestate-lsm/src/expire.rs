@@ -66,7 +66,7 @@ impl Maintainer {
         // Tags: which expire, and what the kept ones hold on to. A tag on a snapshot at or
         // after `target` needs nothing beyond what the retained snapshots keep, so only older
         // tags are planned, once per snapshot.
-        let tags = tm.list_all_with_metadata().await.map_err(paimon_err(name, "list tags"))?;
+        let tags = crate::tags::list_with_metadata(&self.table, name).await?;
         let mut kept_refs = Refs::default();
         let mut expired_refs = Refs::default();
         let mut planned: HashSet<(i64, bool)> = HashSet::new();
@@ -197,7 +197,7 @@ impl Maintainer {
         };
         let mut kept_refs = Refs::default();
         if let Some(e) = earliest {
-            for (other, snap) in tm.list_all().await.map_err(paimon_err(name, "list tags"))? {
+            for (other, snap) in crate::tags::list(&self.table, name).await? {
                 if other != tag && snap.id() < e {
                     kept_refs.extend(version_refs(&self.table, name, &snap, &Version::Tag(other)).await?);
                 }

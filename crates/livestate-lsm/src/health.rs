@@ -72,7 +72,7 @@ impl Maintainer {
                 });
             }
         }
-        for (tag, snap) in self.table.tag_manager().list_all().await.map_err(paimon_err(name, "list tags"))? {
+        for (tag, snap) in crate::tags::list(&self.table, name).await? {
             h.tags.push(TagInfo { name: tag, snapshot_id: snap.id() });
         }
         Ok(h)

@@ -33,6 +33,7 @@ pub mod pick;
 mod refs;
 mod rewrite;
 mod stats;
+pub(crate) mod tags;
 mod verify;
 
 use std::sync::Arc;
@@ -47,6 +48,7 @@ pub use files::{live_files, BucketFiles, Version};
 pub use health::{BucketHealth, TableHealth, TagInfo};
 pub use options::{parse_duration, parse_memory_size, CompactionOptions, ExpireOptions};
 pub use orphan::OrphanReport;
+pub use tags::READ_AT_ONCE as TAGS_READ_AT_ONCE;
 pub use verify::{check_version, verify_table, Problem, TableCheck};
 
 use crate::commit::{commit_compact, BucketChange};

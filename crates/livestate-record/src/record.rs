@@ -73,9 +73,10 @@ impl Record {
     /// [`RecordError::Damaged`] (naming the damaged files it finds) when stored bytes fail a check.
     pub fn open(path: &Path) -> Result<Record, RecordError> {
         let db = Database::builder(path).open().map_err(RecordError::store(path))?;
-        let events =
-            db.keyspace("events", KeyspaceCreateOptions::default).map_err(RecordError::store(path))?;
-        let ids = db.keyspace("ids", KeyspaceCreateOptions::default).map_err(RecordError::store(path))?;
+        // Writes flush to a table file at 16 MiB in memory per keyspace (fjall's default: 64 MiB).
+        let options = || KeyspaceCreateOptions::default().max_memtable_size(16 * 1024 * 1024);
+        let events = db.keyspace("events", options).map_err(RecordError::store(path))?;
+        let ids = db.keyspace("ids", options).map_err(RecordError::store(path))?;
         let (next_offset, last_recorded_ms) = match events.last_key_value() {
             None => (0, 0),
             Some(kv) => {

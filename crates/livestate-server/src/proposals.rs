@@ -327,10 +327,19 @@ pub(crate) async fn create(
         let (found, _) = rows_for(&s, src, At::Snapshot(src.snapshot_id))
             .await
             .map_err(|e| ApiError::new(e.status, format!("sources[{i}]: {}", e.message)))?;
-        if let Some(j) = unmatched(&src.rows, &found).first() {
+        if let Some(&j) = unmatched(&src.rows, &found).first() {
+            let ts = s.ls.spec.table(&src.table).expect("checked");
+            let cited = &src.rows[j];
+            let same_key = found.iter().find(|f| ts.primary_key.iter().all(|k| f.get(k) == cited.get(k)));
+            let holds = match same_key {
+                Some(row) => format!("it holds {row} for that key"),
+                None => "it holds no row with that key".to_string(),
+            };
             return Err(ApiError::bad_request(format!(
-                "sources[{i}].rows[{j}] is not what `{}` holds at snapshot {}",
-                src.table, src.snapshot_id
+                "sources[{i}].rows[{j}] {} is not what `{}` holds at snapshot {}: {holds}",
+                Value::Object(cited.clone()),
+                src.table,
+                src.snapshot_id
             )));
         }
     }

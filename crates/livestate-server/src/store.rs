@@ -125,7 +125,9 @@ impl Store {
     /// The store cannot be opened.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         let db = Database::builder(path).open().map_err(store_err)?;
-        let ks = |name: &str| db.keyspace(name, KeyspaceCreateOptions::default).map_err(store_err);
+        // Writes flush to a table file at 8 MiB in memory per keyspace (fjall's default: 64 MiB).
+        let options = || KeyspaceCreateOptions::default().max_memtable_size(8 * 1024 * 1024);
+        let ks = |name: &str| db.keyspace(name, options).map_err(store_err);
         Ok(Store {
             meta: ks("meta")?,
             proposals: ks("proposals")?,

@@ -373,7 +373,16 @@ async fn bad_requests_get_a_4xx_naming_the_problem_and_change_nothing() {
             "/v1/proposals",
             with("sources.0.rows", json!([{"item": "bolt", "location": "north", "on_hand": 6}])).into_bytes(),
             400,
-            "is not what `stock` holds",
+            // Names the row the table holds for that key instead.
+            "for that key",
+        ),
+        (
+            "agent:procurement",
+            Method::POST,
+            "/v1/proposals",
+            with("sources.0.rows", json!([{"item": "bolt", "location": "nowhere"}])).into_bytes(),
+            400,
+            "it holds no row with that key",
         ),
         (
             "agent:procurement",
