@@ -244,8 +244,11 @@ fn busy_spec(into: &Path) {
 
 /// The module events the load sends, in order: the example company's stream with the work-queue
 /// events spread through the orders (so every table moves all the time).
-fn event_stream() -> Vec<Value> {
-    let cfg = livestate_sim::SimConfig { items: 40, orders: 40_000, jobs: 6_000, ..Default::default() };
+/// The module events sent, interleaved: enough for about a thousand a second over `cycles` cycles
+/// (about 900 per cycle here; 40,000 orders make some 117,000 events, which 128 cycles used up).
+fn event_stream(cycles: u64) -> Vec<Value> {
+    let orders = (cycles as usize * 400).max(40_000);
+    let cfg = livestate_sim::SimConfig { items: 40, orders, jobs: orders * 3 / 20, ..Default::default() };
     let all = livestate_sim::company_events(&cfg);
     let (jobs, rest): (Vec<Value>, Vec<Value>) =
         all.into_iter().partition(|e| e["type"].as_str().unwrap().starts_with("operations."));
@@ -693,7 +696,7 @@ async fn kill_9_of_serve_under_load_loses_nothing_acknowledged_and_every_table_a
         person: Client::new(&url, &person).unwrap(),
         admin: Client::new(&url, &admin).unwrap(),
     };
-    let stream = event_stream();
+    let stream = event_stream(cycles);
     let ledger = std::sync::Mutex::new(Ledger::default());
     let mut rng = Rng(seed);
     let log = root.join("serve.log");
