@@ -64,6 +64,10 @@ fn error_text(e: &anyhow::Error) -> String {
     text
 }
 
+/// Threads for blocking work (file reads and writes, fjall) beyond the async workers; more work
+/// waits in tokio's queue.
+const MAX_BLOCKING_THREADS: usize = 32;
+
 /// Parses `args` and runs the command.
 pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let cli = match Cli::try_parse_from(args) {
@@ -79,7 +83,14 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // Paimon's file system reads each file on a blocking thread, and tokio adds one whenever all
+    // are busy, up to 512, each keeping its allocator pages: a serving process grew to 230 of
+    // them in 12 minutes of soak, memory growing with them (docs/BENCHMARKS.md, "Soak").
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .max_blocking_threads(MAX_BLOCKING_THREADS)
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
