@@ -175,6 +175,7 @@ async fn init(dir: &Path, spec: Option<&Path>, warehouse: Option<&str>) -> anyho
         ls.spec.tables.len(),
         ls.spec.tables.keys().cloned().collect::<Vec<_>>().join(", ")
     );
+    ls.release_lease().await?;
     Ok(())
 }
 
@@ -231,6 +232,7 @@ async fn emit(dir: &Path, input: &str, skip_invalid: bool, json: bool) -> anyhow
         report.skipped.len(),
         ls.record.next_offset()
     );
+    ls.release_lease().await?;
     Ok(())
 }
 
@@ -260,6 +262,7 @@ async fn derive(dir: &Path, once: bool, commit_every: u64) -> anyhow::Result<()>
         report.events, report.rows, report.commits, report.through
     );
     if once {
+        ls.release_lease().await?;
         return Ok(());
     }
     eprintln!("following the record; Ctrl-C commits what is pending and stops");
@@ -283,6 +286,7 @@ async fn derive(dir: &Path, once: bool, commit_every: u64) -> anyhow::Result<()>
     let commits = derivers.commit_all().await?;
     derivers.finish().await;
     derivers.write_status(&ls.record)?;
+    ls.release_lease().await?;
     eprintln!("stopped after {commits} final commit(s)");
     Ok(())
 }
@@ -409,6 +413,7 @@ async fn compact(dir: &Path, table: &str, full: bool) -> anyhow::Result<()> {
         Some(id) => println!("{}: merged the manifests into COMPACT snapshot {id}", m.name()),
         None => println!("{}: nothing to compact", m.name()),
     }
+    ls.release_lease().await?;
     Ok(())
 }
 
@@ -442,6 +447,7 @@ async fn expire(dir: &Path, table: Option<String>, orphans_older_than: Duration)
             o.bytes
         );
     }
+    ls.release_lease().await?;
     Ok(())
 }
 

@@ -278,4 +278,17 @@ fn s3_lease_refuses_a_second_writer_and_fences_a_writer_whose_lease_was_taken_ov
         assert_eq!(after.get(key), Some(etag), "{key} overwritten or removed after the takeover");
     }
     assert!(after.len() <= before.len() + 2, "writer 1 kept committing after losing its lease: {after:?}");
+
+    // A writer that ends cleanly gives the lease up: writer 1's directory takes the warehouse
+    // back at once, well within the TTL, after writer 2's compaction ended.
+    let out = run(&s3, &d1, &["expire"], &ttl_env);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let released = Instant::now();
+    let d3 = tmp.path().join("d3");
+    let out = run(&s3, &d3, &["init", "--warehouse", warehouse], &ttl_env);
+    assert!(
+        out.status.success() && released.elapsed() < ttl,
+        "a third directory takes the released lease at once: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

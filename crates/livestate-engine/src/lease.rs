@@ -185,6 +185,31 @@ impl Lease {
     }
 }
 
+impl Lease {
+    /// Gives the lease up: stops renewing it and marks the object expired (only if it is still
+    /// the one this process wrote), so another directory can take the warehouse at once instead
+    /// of after the TTL. Every later [`Lease::check`] of this process refuses.
+    ///
+    /// # Errors
+    /// [`EngineError::Lease`] when the store cannot be reached; the lease then expires after its
+    /// TTL as if the process had died.
+    pub async fn release(&self) -> Result<(), EngineError> {
+        if let Some(r) = &self.renewer {
+            r.abort();
+        }
+        let held = {
+            let mut state = self.state.lock().expect("lease state");
+            let held = state.clone();
+            *state = Err(format!("the lease {} was released by this process", self.uri));
+            held
+        };
+        let Ok(held) = held else { return Ok(()) };
+        let doc = LeaseDoc { epoch: held.doc.epoch + 1, expires_at_ms: 0, ..held.doc };
+        // A failed condition means another writer already took it: nothing to give up.
+        write_doc(&self.op, &self.key, &self.uri, &doc, Some(&held.etag)).await.map(|_| ())
+    }
+}
+
 impl Drop for Lease {
     fn drop(&mut self) {
         if let Some(r) = self.renewer.take() {

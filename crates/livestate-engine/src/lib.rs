@@ -324,6 +324,19 @@ impl Livestate {
             .with_fence(self.fence()))
     }
 
+    /// Ends this process's writing: gives up the warehouse lease of an object-storage warehouse
+    /// (see [`Lease::release`]) so another directory may take it at once. Nothing for a local
+    /// warehouse. Call it after the last commit.
+    ///
+    /// # Errors
+    /// [`EngineError::Lease`] when the store cannot be reached (the lease then expires by itself).
+    pub async fn release_lease(&self) -> Result<(), EngineError> {
+        match &self.lease {
+            Some(l) => l.release().await,
+            None => Ok(()),
+        }
+    }
+
     /// What every commit, tag write and deletion of this process checks first: the warehouse
     /// lease on object storage, nothing for a local warehouse (the directory lock suffices).
     pub fn fence(&self) -> Option<livestate_lsm::SharedFence> {

@@ -306,6 +306,8 @@ pub async fn serve_with(
     served?;
     derived?;
     followed?;
+    // Everything is committed: another directory may take an object-storage warehouse at once.
+    shared.ls.release_lease().await?;
     Ok(())
 }
 
