@@ -71,43 +71,11 @@ enum Step {
     /// and request latencies. Exits 1 when a request failed, a table went over budget or memory
     /// grew.
     Soak {
-        /// Length of the measured run
-        #[arg(long, default_value_t = 10.0)]
-        minutes: f64,
-        /// Events per second through POST /v1/events
-        #[arg(long, default_value_t = 1000)]
-        rate: u64,
-        /// Point reads per second (one stock row each)
-        #[arg(long, default_value_t = 50)]
-        read_rate: u64,
-        /// Consistent reads per second (stock and open_orders as of one offset; each commits both)
-        #[arg(long, default_value_t = 1.0)]
-        consistent_rate: f64,
-        /// Seconds between two proposals (every third is decided)
-        #[arg(long, default_value_t = 2.0)]
-        proposal_seconds: f64,
-        /// Seconds between two samples of memory and lag
-        #[arg(long, default_value_t = 5.0)]
-        sample_seconds: f64,
-        /// Distinct item-locations (stock rows), counted before the run
-        #[arg(long, default_value_t = 10_000)]
-        item_locations: usize,
-        /// Workload seed
-        #[arg(long, default_value_t = 42)]
-        seed: u64,
-        /// Work directory (removed afterwards unless --keep) [default: a new one under the temp dir]
-        #[arg(long)]
-        work: Option<PathBuf>,
-        /// Keep the work directory (the data directory and the server's log)
-        #[arg(long)]
-        keep: bool,
+        #[command(flatten)]
+        options: soak::Options,
         /// Also write every figure (and every memory sample) as JSON here
         #[arg(long)]
         json: Option<PathBuf>,
-        /// Serve this spec directory instead of the example company's (same events; tables
-        /// stock, open_orders and approval_inbox), e.g. to soak other table options
-        #[arg(long)]
-        spec: Option<PathBuf>,
     },
     #[command(hide = true, name = "child-ingest")]
     Ingest {
@@ -188,34 +156,8 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
         Some(Step::Steady { dir, item_locations, seed, commits, lookups }) => {
             json(&engine::steady(&dir, item_locations, seed, commits, EVENTS_PER_COMMIT, lookups).await?)
         }
-        Some(Step::Soak {
-            minutes,
-            rate,
-            read_rate,
-            consistent_rate,
-            proposal_seconds,
-            sample_seconds,
-            item_locations,
-            seed,
-            work,
-            keep,
-            json,
-            spec,
-        }) => {
-            let o = soak::Options {
-                minutes,
-                rate,
-                read_rate,
-                consistent_rate,
-                proposal_seconds,
-                sample_seconds,
-                item_locations,
-                seed,
-                work,
-                keep,
-                spec,
-            };
-            let results = soak::run(&o).await?;
+        Some(Step::Soak { options, json }) => {
+            let results = soak::run(&options).await?;
             println!("{}", results.markdown());
             if let Some(path) = json {
                 write_json(&path, &results)?;

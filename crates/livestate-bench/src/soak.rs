@@ -48,30 +48,42 @@ pub const FLAT_MIB: f64 = 30.0;
 /// ...or this fraction above it, whichever allows more.
 pub const FLAT_FRACTION: f64 = 0.10;
 
-/// What to run.
-#[derive(Debug, Clone)]
+/// What to run (the options of `livestate-bench soak`).
+#[derive(Debug, Clone, clap::Args)]
 pub struct Options {
-    /// Length of the measured run, after the initial load.
+    /// Length of the measured run, after the initial load
+    #[arg(long, default_value_t = 10.0)]
     pub minutes: f64,
-    /// Events per second through `POST /v1/events`.
+    /// Events per second through POST /v1/events
+    #[arg(long, default_value_t = 1000)]
     pub rate: u64,
-    /// Point reads per second (`GET /v1/tables/stock/rows` for one key).
+    /// Point reads per second (one stock row each)
+    #[arg(long, default_value_t = 50)]
     pub read_rate: u64,
-    /// Consistent reads per second (`POST /v1/reads` of stock and open_orders: each is a
-    /// barrier that commits both tables when they have pending changes).
+    /// Consistent reads per second (stock and open_orders as of one offset; each commits both)
+    #[arg(long, default_value_t = 1.0)]
     pub consistent_rate: f64,
-    /// Seconds between two proposals; every third proposal is decided.
+    /// Seconds between two proposals (every third is decided)
+    #[arg(long, default_value_t = 2.0)]
     pub proposal_seconds: f64,
-    /// Seconds between two samples of memory and lag.
+    /// Seconds between two samples of memory and lag
+    #[arg(long, default_value_t = 5.0)]
     pub sample_seconds: f64,
+    /// Distinct item-locations (stock rows), counted before the run
+    #[arg(long, default_value_t = 10_000)]
     pub item_locations: usize,
+    /// Workload seed
+    #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Work directory (removed afterwards unless `keep`) [default: a new one under the temp dir].
+    /// Work directory (removed afterwards unless --keep) [default: a new one under the temp dir]
+    #[arg(long)]
     pub work: Option<PathBuf>,
+    /// Keep the work directory (the data directory and the server's log)
+    #[arg(long)]
     pub keep: bool,
-    /// A spec directory to serve instead of the example company's (e.g. with other table
-    /// options); it must declare the example's events and its tables stock, open_orders and
-    /// approval_inbox.
+    /// Serve this spec directory instead of the example company's (same events; tables
+    /// stock, open_orders and approval_inbox), e.g. to soak other table options
+    #[arg(long)]
     pub spec: Option<PathBuf>,
 }
 

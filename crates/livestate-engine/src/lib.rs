@@ -174,20 +174,10 @@ impl Livestate {
             .create_table(&Identifier::new(RECORD_DB, ARCHIVE_TABLE), archive, true)
             .await
             .map_err(paimon_err(ARCHIVE_TABLE, "create table"))?;
-        let record = Record::open(&layout.record_dir())?;
-        let index = std::sync::Arc::new(Index::open(&layout.index_dir(), &spec)?);
+        let ls = Livestate::assemble(layout, spec, catalog, lease, lock)?;
         // The spec directory appears last: its presence marks a complete initialisation.
-        std::fs::rename(&staging, layout.spec_dir()).map_err(io_err(&staging))?;
-        Ok(Livestate {
-            layout,
-            spec,
-            record,
-            catalog,
-            index,
-            lease,
-            live_status: Default::default(),
-            _lock: lock,
-        })
+        std::fs::rename(&staging, ls.layout.spec_dir()).map_err(io_err(&staging))?;
+        Ok(ls)
     }
 
     /// Opens an initialised directory for writing, taking its lock.
@@ -208,6 +198,17 @@ impl Livestate {
             _ => None,
         };
         let catalog = open_catalog(&layout)?;
+        Livestate::assemble(layout, spec, catalog, lease, lock)
+    }
+
+    /// Opens the record and the lookup index of `layout` and puts the process's parts together.
+    fn assemble(
+        layout: Layout,
+        spec: CompanySpec,
+        catalog: FileSystemCatalog,
+        lease: Option<std::sync::Arc<Lease>>,
+        lock: WriteLock,
+    ) -> Result<Livestate, EngineError> {
         let record = Record::open(&layout.record_dir())?;
         let index = std::sync::Arc::new(Index::open(&layout.index_dir(), &spec)?);
         Ok(Livestate {
