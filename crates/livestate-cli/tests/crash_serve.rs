@@ -186,7 +186,7 @@ struct Server {
 impl Server {
     fn start(dir: &Path, listen: &str, log: PathBuf) -> Server {
         let file = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_livestate"))
+        let child = Command::new(common::binary())
             .args(["serve", "--listen", listen, "--dir"])
             .arg(dir)
             .env("LIVESTATE_LOG", "info")

@@ -28,9 +28,17 @@ pub fn python() -> String {
         .to_string()
 }
 
+/// The `livestate` binary the tests run: the one cargo built with them, or `LIVESTATE_TEST_BIN`
+/// (`scripts/crash` points it at a copy, so a rebuild during an hour-long run cannot swap the
+/// binary between two kills).
+pub fn binary() -> PathBuf {
+    std::env::var_os("LIVESTATE_TEST_BIN")
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_livestate")), PathBuf::from)
+}
+
 /// `livestate ARGS --dir DIR`, not yet run.
 pub fn livestate_command(dir: &std::path::Path, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_livestate"));
+    let mut c = Command::new(binary());
     c.args(args).arg("--dir").arg(dir);
     c
 }
