@@ -421,7 +421,12 @@ async fn expire(dir: &Path, table: Option<String>, orphans_older_than: Duration)
     let ls = Livestate::open(dir).await?;
     let names = match table {
         Some(t) => vec![t],
-        None => ls.table_names(),
+        None => {
+            for t in ls.spec.tables.values().filter(|t| !t.derived_here()) {
+                println!("state.{}: derived_by = \"external\", left to the engine deriving it", t.name);
+            }
+            ls.table_names()
+        }
     };
     for name in names {
         let m = ls.maintainer(&name).await?;

@@ -53,7 +53,11 @@ pub fn receipt_line(r: &Receipt) -> String {
     };
     let committed = r.committed_at.as_deref().map(|c| format!(", committed {c}")).unwrap_or_default();
     let via = if r.served_by == "index" { ", served by the lookup index" } else { "" };
-    format!("receipt: {} {snap}, reflects record offsets < {}{committed}, {lag}{via}", r.table, r.offset)
+    let reflects = match r.offset {
+        Some(o) => format!("reflects record offsets < {o}"),
+        None => "derived by another engine (no record offset, lag not measured)".into(),
+    };
+    format!("receipt: {} {snap}, {reflects}{committed}, {lag}{via}", r.table)
 }
 
 /// `livestate tables` as text.
@@ -100,7 +104,7 @@ pub fn tables(infos: &[TableInfo]) -> String {
                 t.merge_engine.clone(),
                 r.budget.clone(),
                 r.snapshot_id.map_or("-".into(), |s| s.to_string()),
-                r.offset.to_string(),
+                r.offset.map_or("external".into(), |o| o.to_string()),
                 lag,
                 kept,
                 h.tags.len().to_string(),

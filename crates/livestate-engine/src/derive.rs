@@ -52,11 +52,12 @@ pub struct Progress {
     pub total: u64,
 }
 
-/// The derivers of one directory: a sink per state table (in spec order) plus the archive,
-/// sharing one pass over the record. Each sink starts where its own last commit left off.
+/// The derivers of one directory: a sink per state table livestate derives (in spec order;
+/// none for `derived_by = "external"` tables) plus the archive, sharing one pass over the
+/// record. Each sink starts where its own last commit left off.
 pub struct Derivers {
     layout: Layout,
-    /// One per state table, indexed like `spec.tables`.
+    /// One per state table livestate derives, in spec order.
     tables: Vec<StateSink>,
     archive: TableSink,
     archive_upkeep: Upkeep,
@@ -81,7 +82,7 @@ impl Derivers {
         fence: Option<livestate_lsm::SharedFence>,
     ) -> Result<Derivers, EngineError> {
         let mut tables = Vec::new();
-        for t in spec.tables.values() {
+        for t in spec.tables.values().filter(|t| t.derived_here()) {
             let triggers = spec.triggers.values().filter(|tr| tr.table == t.name).cloned().collect();
             let tracking = Tracking::new(t, triggers, Arc::clone(index))?;
             let mut sink =
@@ -211,8 +212,12 @@ impl Derivers {
             ops
         };
         for op in ops {
-            let idx = spec.tables.get_index_of(&op.table).expect("mapping tables are checked at spec load");
-            let sink = &mut self.tables[idx].sink;
+            let sink = self
+                .tables
+                .iter_mut()
+                .map(|t| &mut t.sink)
+                .find(|s| s.name_in_spec() == op.table)
+                .expect("row ops are only made for tables livestate derives");
             if offset < sink.position {
                 continue;
             }
@@ -337,9 +342,16 @@ impl Derivers {
     ) -> Result<Barrier, EngineError> {
         let mut idx = Vec::with_capacity(tables.len());
         for t in tables {
-            idx.push(spec.tables.get_index_of(t).ok_or_else(|| EngineError::UnknownTable {
-                name: t.clone(),
-                known: spec.tables.keys().cloned().collect(),
+            if spec.table(t).is_some_and(|ts| !ts.derived_here()) {
+                return Err(EngineError::BadRequest {
+                    table: t.clone(),
+                    message: "derived_by = \"external\": another engine commits it at its own checkpoints, \
+                              not at a record offset, so it cannot join a read as of one offset"
+                        .into(),
+                });
+            }
+            idx.push(self.tables.iter().position(|s| s.sink.name_in_spec() == t).ok_or_else(|| {
+                EngineError::UnknownTable { name: t.clone(), known: spec.tables.keys().cloned().collect() }
             })?);
         }
         let through = self.sinks().map(|s| s.position).max().unwrap_or(0).max(target);

@@ -10,6 +10,10 @@
 //! - delete mappings: an INSERT fed by an append-only topic produces no `-D` rows;
 //! - `$event.offset`: the record offset is not part of the Kafka message;
 //! - a data field whose type differs between event types: the one Kafka table cannot type it.
+//!
+//! When the spec marks tables `derived_by = "external"`, only their mappings are exported (the
+//! others stay livestate's), each reading the topic from the first offset livestate's own last
+//! commit of the table did not cover, so the handover applies every event exactly once.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -51,6 +55,9 @@ pub struct StoredTable {
     pub partition_keys: Vec<String>,
     pub options: BTreeMap<String, String>,
     pub comment: Option<String>,
+    /// For a table marked `derived_by = "external"` that livestate derived before: the record
+    /// offset its last livestate commit reflects (every event below it is in the table).
+    pub handed_over_at: Option<u64>,
 }
 
 /// Reads every state table's stored schema and renders the SQL with [`render`].
@@ -80,6 +87,7 @@ pub async fn flink_sql(layout: &Layout, target: &FlinkTarget) -> Result<String, 
             partition_keys: schema.partition_keys().to_vec(),
             options: schema.options().iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             comment: schema.comment().map(str::to_string),
+            handed_over_at: None,
         };
         let names: Vec<&str> = stored.columns.iter().map(|(n, _)| n.as_str()).collect();
         let declared: Vec<&str> = t.columns.keys().map(String::as_str).collect();
@@ -88,6 +96,13 @@ pub async fn flink_sql(layout: &Layout, target: &FlinkTarget) -> Result<String, 
                 table: full,
                 message: format!("Paimon stores columns {names:?}, the spec declares {declared:?}"),
             });
+        }
+        let mut stored = stored;
+        if !t.derived_here() {
+            let own = crate::schema::latest_own_snapshot(&table)
+                .await
+                .map_err(paimon_err(&full, "read snapshot"))?;
+            stored.handed_over_at = own.map(|s| u64::try_from(s.commit_identifier()).unwrap_or(0));
         }
         tables.push(stored);
     }
@@ -99,8 +114,24 @@ pub async fn flink_sql(layout: &Layout, target: &FlinkTarget) -> Result<String, 
 /// exportable mapping (a `--` comment naming the reason for every other mapping).
 pub fn render(spec: &CompanySpec, tables: &[StoredTable], target: &FlinkTarget) -> String {
     let fields = DataFields::of(spec);
-    let exported: Vec<Result<String, String>> =
-        spec.mappings.iter().map(|m| insert(spec, &fields, m)).collect();
+    // With tables handed over, Flink derives those alone; the others stay livestate's, and a
+    // second writer on them would overwrite livestate's snapshots.
+    let handover = spec.tables.values().any(|t| !t.derived_here());
+    let exported: Vec<Result<String, String>> = spec
+        .mappings
+        .iter()
+        .map(|m| {
+            let derived_here = spec.table(&m.table).is_none_or(livestate_spec::TableSpec::derived_here);
+            if handover && derived_here {
+                return Err(format!(
+                    "`{}` is derived by livestate (only derived_by = \"external\" tables are exported)",
+                    m.table
+                ));
+            }
+            let from = tables.iter().find(|t| t.name == m.table).and_then(|t| t.handed_over_at);
+            insert(spec, &fields, m, from)
+        })
+        .collect();
     let mut out = String::new();
     let n_ok = exported.iter().filter(|e| e.is_ok()).count();
     let _ = writeln!(
@@ -127,12 +158,25 @@ pub fn render(spec: &CompanySpec, tables: &[StoredTable], target: &FlinkTarget) 
         literal(&target.warehouse)
     );
     let _ = writeln!(out, "CREATE DATABASE IF NOT EXISTS {}.{};\n", ident(CATALOG), ident(STATE_DB));
+    if handover {
+        let external: Vec<&str> =
+            spec.tables.values().filter(|t| !t.derived_here()).map(|t| t.name.as_str()).collect();
+        let _ = writeln!(
+            out,
+            "-- Handover: Flink derives {} (derived_by = \"external\"); livestate derives every other table.\n",
+            external.join(", ")
+        );
+    }
     for t in tables {
         let left: Vec<usize> = spec
             .mappings
             .iter()
             .enumerate()
-            .filter(|(i, m)| m.table == t.name && exported[*i].is_err())
+            .filter(|(i, m)| {
+                m.table == t.name
+                    && exported[*i].is_err()
+                    && !(handover && spec.table(&m.table).is_some_and(|ts| ts.derived_here()))
+            })
             .map(|(i, _)| i)
             .collect();
         if !left.is_empty() {
@@ -257,8 +301,9 @@ fn record_table(fields: &DataFields, target: &FlinkTarget) -> String {
     out
 }
 
-/// One mapping as an INSERT statement, or why it cannot be one.
-fn insert(spec: &CompanySpec, fields: &DataFields, m: &Mapping) -> Result<String, String> {
+/// One mapping as an INSERT statement, or why it cannot be one. `from`: the record offset to
+/// start reading the topic at (a table livestate derived up to there), instead of the earliest.
+fn insert(spec: &CompanySpec, fields: &DataFields, m: &Mapping, from: Option<u64>) -> Result<String, String> {
     if m.action == Action::Delete {
         return Err("delete mapping: an INSERT fed by the append-only Kafka topic produces no -D rows, \
                     so Flink SQL cannot remove the row (keep livestate deriving this table)"
@@ -276,8 +321,14 @@ fn insert(spec: &CompanySpec, fields: &DataFields, m: &Mapping) -> Result<String
         select.push(format!("  CAST({value} AS {})", sql_type(*ty)));
     }
     let columns: Vec<String> = table.columns.keys().cloned().collect();
+    // The topic's offsets are the record's (one partition, filled from offset 0 in order).
+    let hint = from.map_or(String::new(), |o| {
+        format!(
+            " /*+ OPTIONS('scan.startup.mode' = 'specific-offsets', 'scan.startup.specific-offsets' = 'partition:0,offset:{o}') */"
+        )
+    });
     let mut out = format!(
-        "INSERT INTO {}.{}.{} ({})\nSELECT\n{}\nFROM {RECORD_TABLE} AS {EV}\n",
+        "INSERT INTO {}.{}.{} ({})\nSELECT\n{}\nFROM {RECORD_TABLE}{hint} AS {EV}\n",
         ident(CATALOG),
         ident(STATE_DB),
         ident(&m.table),

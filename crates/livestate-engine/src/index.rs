@@ -80,7 +80,8 @@ impl Index {
         let (meta, disarmed, firings, cursors) =
             (ks("meta")?, ks("disarmed")?, ks("firings")?, ks("cursors")?);
         let mut tables = HashMap::new();
-        for t in spec.tables.values() {
+        // Tables another engine derives are read from Paimon, never from here.
+        for t in spec.tables.values().filter(|t| t.derived_here()) {
             let rows = db.keyspace(&format!("t.{}", t.name), keyspace_options).map_err(store_err(&t.name))?;
             let key_idx =
                 t.primary_key.iter().map(|k| t.columns.get_index_of(k).expect("key column")).collect();

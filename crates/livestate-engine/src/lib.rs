@@ -295,10 +295,11 @@ impl Livestate {
         Derivers::open(&self.catalog, &self.spec, &self.layout, &self.index, self.fence()).await
     }
 
-    /// Every table this directory keeps: the state tables in spec order, then the
-    /// `record.events` archive.
+    /// Every table this directory writes: the state tables livestate derives in spec order
+    /// (not the `derived_by = "external"` ones), then the `record.events` archive.
     pub fn table_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.spec.tables.keys().cloned().collect();
+        let mut names: Vec<String> =
+            self.spec.tables.values().filter(|t| t.derived_here()).map(|t| t.name.clone()).collect();
         names.push(format!("{RECORD_DB}.{ARCHIVE_TABLE}"));
         names
     }
@@ -307,8 +308,37 @@ impl Livestate {
     /// This process holds the directory's write lock, so nothing else commits meanwhile.
     ///
     /// # Errors
-    /// An unknown table, or a maintenance option of the table that cannot be used.
+    /// An unknown table, a table another engine derives ([`EngineError::BadRequest`]: its
+    /// deriver compacts and expires it), or a maintenance option of the table that cannot be used.
     pub async fn maintainer(&self, table: &str) -> Result<livestate_lsm::Maintainer, EngineError> {
+        let bare = table.strip_prefix("state.").unwrap_or(table);
+        if self.spec.table(bare).is_some_and(|t| !t.derived_here()) {
+            return Err(EngineError::BadRequest {
+                table: bare.to_string(),
+                message: "derived_by = \"external\": the engine deriving it compacts and expires it; \
+                          livestate does not write it"
+                    .into(),
+            });
+        }
+        self.open_maintainer(table).await
+    }
+
+    /// Maintainers of the tables another engine derives (`derived_by = "external"`), by name, for
+    /// pinning and deleting tags only: livestate never compacts or expires them.
+    ///
+    /// # Errors
+    /// Paimon errors opening a table.
+    pub async fn external_maintainers(
+        &self,
+    ) -> Result<std::collections::HashMap<String, livestate_lsm::Maintainer>, EngineError> {
+        let mut out = std::collections::HashMap::new();
+        for t in self.spec.tables.values().filter(|t| !t.derived_here()) {
+            out.insert(t.name.clone(), self.open_maintainer(&t.name).await?);
+        }
+        Ok(out)
+    }
+
+    async fn open_maintainer(&self, table: &str) -> Result<livestate_lsm::Maintainer, EngineError> {
         let (t, full) = if table == format!("{RECORD_DB}.{ARCHIVE_TABLE}") {
             let t = self
                 .catalog

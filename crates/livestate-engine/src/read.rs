@@ -43,8 +43,10 @@ pub struct ReadRequest {
 pub struct Receipt {
     pub table: String,
     pub snapshot_id: Option<i64>,
-    /// The snapshot reflects every recorded event with an offset below this.
-    pub offset: u64,
+    /// The snapshot reflects every recorded event with an offset below this; `None` for a
+    /// table another engine derives (`derived_by = "external"`), whose commits are numbered by
+    /// its checkpoints, not by record offsets.
+    pub offset: Option<u64>,
     /// When the snapshot was committed (UTC).
     pub committed_at: Option<String>,
     /// How long the oldest unreflected event has waited (0 when caught up); `None` for reads
@@ -53,7 +55,8 @@ pub struct Receipt {
     pub budget: String,
     pub within_budget: Option<bool>,
     /// `record` when measured against the record itself; `status` when another process owns the
-    /// directory and the figure is the one it last reported.
+    /// directory and the figure is the one it last reported; `snapshot` for a past version;
+    /// `external` for a table another engine derives (lag not measured).
     pub measured_by: &'static str,
     /// `index` when a point lookup was answered by the lookup index (which reflects exactly
     /// this snapshot), `paimon` when the table was scanned.
@@ -89,6 +92,8 @@ impl Rows {
 #[derive(Debug, Clone, Serialize)]
 pub struct TableInfo {
     pub name: String,
+    /// `livestate`, or `external` when another engine derives the table.
+    pub derived_by: String,
     pub merge_engine: String,
     pub buckets: String,
     pub receipt: Receipt,
@@ -151,6 +156,14 @@ pub(crate) async fn latest_receipt(
     lag: &LagSource<'_>,
 ) -> Result<Receipt, EngineError> {
     let full = format!("{STATE_DB}.{}", ts.name);
+    if !ts.derived_here() {
+        let snap = table
+            .snapshot_manager()
+            .get_latest_snapshot()
+            .await
+            .map_err(paimon_err(&full, "read snapshot"))?;
+        return Ok(external_receipt(ts, snap.as_ref()));
+    }
     let snap = latest_own_snapshot(table).await.map_err(paimon_err(&full, "read snapshot"))?;
     let identifier = snap.as_ref().map_or(0, |s| u64::try_from(s.commit_identifier()).unwrap_or(0));
     receipt_of(ts, snap.as_ref().map(Snapshot::id), identifier, snap.as_ref().map(committed_at), lag)
@@ -193,7 +206,7 @@ fn receipt_of(
     Ok(Receipt {
         table: ts.name.clone(),
         snapshot_id,
-        offset,
+        offset: Some(offset),
         committed_at,
         lag_ms,
         budget: ts.freshness.to_string(),
@@ -266,6 +279,8 @@ pub async fn read(
     index: Option<&Index>,
 ) -> Result<Rows, EngineError> {
     let named = table_spec(spec, &req.table)?;
+    // The index holds only the tables livestate derives.
+    let index = index.filter(|_| named.derived_here());
     let filters: Vec<(usize, Value)> =
         req.keys.iter().map(|(c, v)| parse_filter(named, c, v)).collect::<Result<_, _>>()?;
     if matches!(req.at, At::Latest) {
@@ -394,11 +409,14 @@ pub async fn receipt(
 /// The receipt of a past snapshot (or the snapshot a tag names): no lag, since it is not the
 /// table's present.
 fn past_receipt(ts: &TableSpec, snap: &Snapshot) -> Receipt {
+    if !ts.derived_here() {
+        return Receipt { measured_by: "snapshot", ..external_receipt(ts, Some(snap)) };
+    }
     let identifier = u64::try_from(snap.commit_identifier()).unwrap_or(0);
     Receipt {
         table: ts.name.clone(),
         snapshot_id: Some(snap.id()),
-        offset: identifier,
+        offset: Some(identifier),
         committed_at: Some(committed_at(snap)),
         lag_ms: None,
         budget: ts.freshness.to_string(),
@@ -406,6 +424,23 @@ fn past_receipt(ts: &TableSpec, snap: &Snapshot) -> Receipt {
         measured_by: "snapshot",
         served_by: "paimon",
         identifier,
+    }
+}
+
+/// The receipt of a table another engine derives, at `snap`: the snapshot and its commit time,
+/// but no record offset and no lag (its commit identifiers count that engine's checkpoints).
+fn external_receipt(ts: &TableSpec, snap: Option<&Snapshot>) -> Receipt {
+    Receipt {
+        table: ts.name.clone(),
+        snapshot_id: snap.map(Snapshot::id),
+        offset: None,
+        committed_at: snap.map(committed_at),
+        lag_ms: None,
+        budget: ts.freshness.to_string(),
+        within_budget: None,
+        measured_by: "external",
+        served_by: "paimon",
+        identifier: snap.map_or(0, |s| u64::try_from(s.commit_identifier()).unwrap_or(0)),
     }
 }
 
@@ -605,6 +640,7 @@ pub async fn tables(
         };
         out.push(TableInfo {
             name: ts.name.clone(),
+            derived_by: ts.derived_by.to_string(),
             merge_engine: ts.merge_engine.as_str().to_string(),
             buckets: ts.options.get("bucket").cloned().unwrap_or_else(|| "1".into()),
             receipt,

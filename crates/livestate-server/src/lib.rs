@@ -238,7 +238,9 @@ pub async fn serve_with(
     let (barriers, barrier_rx) = mpsc::channel(64);
     let principals =
         Principals::new(config.principals.clone().unwrap_or_else(|| ls.layout.principals_file()));
-    let maintainers = derivers.maintainers();
+    // Tags pin proposals' evidence on every table, also those another engine derives.
+    let mut maintainers = derivers.maintainers();
+    maintainers.extend(ls.external_maintainers().await?);
     let shared = Arc::new(Shared {
         ls,
         head,

@@ -151,12 +151,23 @@ pub(crate) async fn consistent(
         return Err(ApiError::bad_request(format!("`tables` must name 1 to {MAX_READS} tables")));
     }
     for t in &req.tables {
-        if s.ls.spec.table(&t.table).is_none() {
-            return Err(EngineError::UnknownTable {
-                name: t.table.clone(),
-                known: s.ls.spec.tables.keys().cloned().collect(),
+        match s.ls.spec.table(&t.table) {
+            None => {
+                return Err(EngineError::UnknownTable {
+                    name: t.table.clone(),
+                    known: s.ls.spec.tables.keys().cloned().collect(),
+                }
+                .into())
             }
-            .into());
+            Some(ts) if !ts.derived_here() => {
+                return Err(ApiError::bad_request(format!(
+                    "table `{}` is derived_by = \"external\": another engine commits it at its own \
+                     checkpoints, not at record offsets, so it cannot be read as of one offset; read it \
+                     alone with GET /v1/tables/{}/rows",
+                    t.table, t.table
+                )))
+            }
+            Some(_) => {}
         }
     }
     let mut names: Vec<String> = req.tables.iter().map(|t| t.table.clone()).collect();
@@ -175,7 +186,7 @@ pub(crate) async fn consistent(
             // Never committed: empty as of any offset.
             None => read_rows(&s, &t.table, keys, t.condition.as_deref(), t.limit, At::Latest).await?,
         };
-        rows.receipt.offset = barrier.offset;
+        rows.receipt.offset = Some(barrier.offset);
         results.push(rows_json(&rows));
     }
     Ok(Json(json!({"offset": barrier.offset, "results": results})))
@@ -329,7 +340,7 @@ pub(crate) async fn metrics(State(s): State<Arc<Shared>>, caller: Caller) -> Res
         "livestate_table_offset",
         "The record offset the table's latest snapshot reflects.",
         "gauge",
-        per_table(&|i| Some(i.receipt.offset as f64)),
+        per_table(&|i| i.receipt.offset.map(|o| o as f64)),
     );
     family(
         "livestate_table_files",

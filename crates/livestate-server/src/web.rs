@@ -753,7 +753,7 @@ pub(crate) async fn tables(State(s): State<Arc<Shared>>, headers: HeaderMap) -> 
             lag = i.receipt.lag_ms.map_or("-".into(), livestate_engine::read::format_lag),
             plot = sparkline(&s.lag_history.of(&i.name), budget_ms),
             snap = i.receipt.snapshot_id.map_or("-".into(), |v| v.to_string()),
-            offset = i.receipt.offset,
+            offset = i.receipt.offset.map_or("external".into(), |o| o.to_string()),
             tags = i.health.tags.len(),
         ));
     }

@@ -73,11 +73,39 @@ pub struct TableSpec {
     pub options: BTreeMap<String, String>,
     pub merge_engine: MergeEngine,
     pub freshness: Freshness,
+    /// Who writes the table: livestate's deriver, or another engine (Flink) running its
+    /// mappings; livestate then only reads it, pins tags on it and audits it.
+    pub derived_by: DerivedBy,
+}
+
+/// Who derives a state table from the record (`derived_by` in the spec).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DerivedBy {
+    /// livestate's deriver writes, compacts and expires it (the default).
+    #[default]
+    Livestate,
+    /// Another engine (Flink, from `livestate export flink-sql`) writes and maintains it;
+    /// livestate never writes it.
+    External,
+}
+
+impl std::fmt::Display for DerivedBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DerivedBy::Livestate => "livestate",
+            DerivedBy::External => "external",
+        })
+    }
 }
 
 impl TableSpec {
     pub fn is_key(&self, column: &str) -> bool {
         self.primary_key.iter().any(|k| k == column)
+    }
+
+    /// Whether livestate derives (writes, compacts, expires) this table.
+    pub fn derived_here(&self) -> bool {
+        self.derived_by == DerivedBy::Livestate
     }
 
     /// Why a delete mapping on this table would break it, or `None` when deletes are safe.
@@ -207,6 +235,12 @@ impl CompanySpec {
     pub fn mappings_for<'a>(&'a self, event: &'a str) -> impl Iterator<Item = &'a Mapping> + 'a {
         self.mappings.iter().filter(move |m| m.event == event)
     }
+
+    /// Mappings fed by event type `event` into tables livestate derives (not `derived_by =
+    /// "external"` ones): the ones `emit` dry-runs and derivation applies.
+    pub fn derived_mappings_for<'a>(&'a self, event: &'a str) -> impl Iterator<Item = &'a Mapping> + 'a {
+        self.mappings_for(event).filter(|m| self.table(&m.table).is_some_and(TableSpec::derived_here))
+    }
 }
 
 fn span_hint(text: &str, span: Option<std::ops::Range<usize>>) -> String {
@@ -252,6 +286,7 @@ struct RawTable {
     columns: IndexMap<String, String>,
     #[serde(default)]
     options: BTreeMap<String, toml::Value>,
+    derived_by: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -318,6 +353,18 @@ impl Builder {
             self.problem(file, format!("{at}.table"), format!("unknown table `{}`", raw.table));
             return None;
         };
+        if !table.derived_here() {
+            self.problem(
+                file,
+                format!("{at}.table"),
+                format!(
+                    "table `{}` is derived_by = \"external\": triggers fire from livestate's own \
+                     derivation, which does not write it",
+                    raw.table
+                ),
+            );
+            return None;
+        }
         let resolve = |n: &str| table.columns.get(n).copied();
         let mut check = |field: &str, src: &str| match Expr::parse(src)
             .and_then(|e| e.type_check(&resolve).map(|t| (e, t)))
@@ -418,6 +465,18 @@ impl Builder {
                 self.problem(file, format!("{at}.primary_key"), format!("key column `{k}` is listed twice"));
             }
         }
+        let derived_by = match raw.derived_by.as_deref() {
+            None | Some("livestate") => DerivedBy::Livestate,
+            Some("external") => DerivedBy::External,
+            Some(other) => {
+                self.problem(
+                    file,
+                    format!("{at}.derived_by"),
+                    format!("unknown deriver `{other}` (livestate or external)"),
+                );
+                DerivedBy::Livestate
+            }
+        };
         let freshness = match raw.freshness.parse::<Freshness>() {
             Ok(f) => Some(f),
             Err(e) => {
@@ -469,6 +528,7 @@ impl Builder {
                 options: opts,
                 merge_engine,
                 freshness,
+                derived_by,
             },
         );
     }
@@ -513,6 +573,17 @@ impl Builder {
                 self.problem(file, lat, format!("unknown table `{lt_name}`"));
                 continue;
             };
+            if table.derived_here() && !lt.derived_here() {
+                self.problem(
+                    file,
+                    lat,
+                    format!(
+                        "table `{lt_name}` is derived_by = \"external\": livestate's lookups read its own \
+                         index of the tables it derives, which holds no rows of `{lt_name}`"
+                    ),
+                );
+                continue;
+            }
             let given: Vec<&String> = keys.keys().collect();
             let wanted: Vec<&String> = lt.primary_key.iter().collect();
             let mut sorted_given = given.clone();
@@ -608,6 +679,32 @@ impl Builder {
                 self.problem(file, format!("{at}.action"), why);
             }
         }
+        if !table.derived_here() {
+            if action == Action::Delete {
+                self.problem(
+                    file,
+                    format!("{at}.action"),
+                    format!(
+                        "table `{}` is derived_by = \"external\": a delete mapping cannot run in Flink \
+                         (an INSERT fed by the append-only record topic produces no -D rows)",
+                        table.name
+                    ),
+                );
+            }
+            let exprs =
+                when.iter().chain(set.iter().map(|(_, e)| e)).chain(lookups.iter().flat_map(|l| &l.key));
+            if exprs.flat_map(Expr::names).any(|n| n == "$event.offset") {
+                self.problem(
+                    file,
+                    at.clone(),
+                    format!(
+                        "table `{}` is derived_by = \"external\": `$event.offset` cannot run in Flink \
+                         (the record offset is not part of the Kafka message)",
+                        table.name
+                    ),
+                );
+            }
+        }
         if self.problems.len() > before {
             return None;
         }
@@ -651,4 +748,82 @@ impl Builder {
 /// computed (digits that would be lost are an error, never silently rounded).
 fn decimal_into_decimal(col: ValueType, t: ValueType) -> bool {
     matches!((col, t), (ValueType::Decimal { .. }, ValueType::Decimal { .. }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Problems of a spec made of `tables` (a `t` table fed by `m.a`, an external `x` table) and
+    /// `rest`, or the spec.
+    fn load(rest: &str) -> Result<CompanySpec, Vec<String>> {
+        let text = format!(
+            r#"
+[events."m.a"]
+fields = {{ k = "string", n = "int" }}
+[tables.t]
+primary_key = ["k"]
+freshness = "1s"
+[tables.t.columns]
+k = "string"
+n = "int"
+[tables.x]
+primary_key = ["k"]
+freshness = "5m"
+derived_by = "external"
+[tables.x.columns]
+k = "string"
+n = "int"
+{rest}"#
+        );
+        CompanySpec::from_sources(&[("s.toml".into(), text)]).map_err(|e| match e {
+            SpecError::Invalid(p) => p.into_iter().map(|p| format!("{}: {}", p.at, p.message)).collect(),
+            other => vec![other.to_string()],
+        })
+    }
+
+    #[test]
+    fn an_external_table_keeps_its_mappings_but_livestate_runs_only_its_own() {
+        let spec = load(
+            "[[mappings]]\nevent = \"m.a\"\ntable = \"t\"\nset = { k = \"k\", n = \"n\" }\n\
+             [[mappings]]\nevent = \"m.a\"\ntable = \"x\"\nset = { k = \"k\", n = \"n + 1\" }\n",
+        )
+        .unwrap();
+        assert_eq!(spec.tables["x"].derived_by, DerivedBy::External);
+        assert_eq!(spec.tables["t"].derived_by, DerivedBy::Livestate);
+        assert_eq!(spec.mappings_for("m.a").count(), 2);
+        let derived: Vec<&str> = spec.derived_mappings_for("m.a").map(|m| m.table.as_str()).collect();
+        assert_eq!(derived, ["t"]);
+    }
+
+    #[test]
+    fn what_only_livestate_can_run_is_refused_on_an_external_table() {
+        let lookup = "[[mappings]]\nevent = \"m.a\"\ntable = \"t\"\nlookup = { x = { k = \"k\" } }\nset = { k = \"k\", n = \"x.n\" }\n";
+        let e = load(lookup).unwrap_err();
+        assert!(e.iter().any(|p| p.contains("lookup.x") && p.contains("derived_by = \"external\"")), "{e:?}");
+        let trigger = "[triggers.big]\ntable = \"x\"\nwhen = \"n > 3\"\n";
+        let e = load(trigger).unwrap_err();
+        assert!(e.iter().any(|p| p.starts_with("triggers.big.table") && p.contains("external")), "{e:?}");
+        let delete =
+            "[[mappings]]\nevent = \"m.a\"\ntable = \"x\"\naction = \"delete\"\nset = { k = \"k\" }\n";
+        let e = load(delete).unwrap_err();
+        assert!(e.iter().any(|p| p.contains(".action") && p.contains("-D rows")), "{e:?}");
+        let offset =
+            "[[mappings]]\nevent = \"m.a\"\ntable = \"x\"\nset = { k = \"k\", n = \"$event.offset\" }\n";
+        let e = load(offset).unwrap_err();
+        assert!(e.iter().any(|p| p.contains("`$event.offset`")), "{e:?}");
+        assert!(load("").is_ok(), "the base spec itself loads");
+        let text = "[tables.y]\nprimary_key = [\"k\"]\nfreshness = \"1s\"\nderived_by = \"flink\"\n[tables.y.columns]\nk = \"string\"\n";
+        let e = load(text).unwrap_err();
+        assert!(e.iter().any(|p| p.contains("tables.y.derived_by") && p.contains("`flink`")), "{e:?}");
+    }
+
+    #[test]
+    fn an_external_table_may_look_up_a_table_livestate_derives() {
+        let spec = load(
+            "[[mappings]]\nevent = \"m.a\"\ntable = \"x\"\nlookup = { t = { k = \"k\" } }\nset = { k = \"k\", n = \"t.n\" }\n",
+        )
+        .unwrap();
+        assert_eq!(spec.mappings[0].lookups[0].table, "t");
+    }
 }

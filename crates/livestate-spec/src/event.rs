@@ -192,7 +192,9 @@ impl Event {
         })
     }
 
-    /// The row operations every mapping of this event's type produces, in spec order.
+    /// The row operations every mapping of this event's type into a table livestate derives
+    /// produces, in spec order (mappings into `derived_by = "external"` tables are another
+    /// engine's to run).
     ///
     /// # Errors
     /// An [`EventError`] naming the mapping when a key would be null or a value does not fit.
@@ -211,7 +213,7 @@ impl Event {
         offset: u64,
         fetch: &Fetch<'_>,
     ) -> Result<Vec<RowOp>, EventError> {
-        spec.mappings_for(&self.event_type)
+        spec.derived_mappings_for(&self.event_type)
             .filter_map(|m| self.apply(spec, m, offset, fetch).transpose())
             .collect()
     }

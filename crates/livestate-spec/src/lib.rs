@@ -39,7 +39,7 @@ pub mod options;
 pub mod types;
 
 pub use company::{
-    Action, CompanySpec, EventType, FieldSpec, Lookup, Mapping, MergeEngine, TableSpec, Trigger,
+    Action, CompanySpec, DerivedBy, EventType, FieldSpec, Lookup, Mapping, MergeEngine, TableSpec, Trigger,
 };
 pub use error::{EventError, Problem, SpecError};
 pub use event::{Event, EventEnvelope, RowOp};
