@@ -94,24 +94,33 @@ pub async fn start_with(config: livestate_server::ServeConfig) -> TestServer {
         let scopes: Vec<String> = scopes.iter().map(|s| s.to_string()).collect();
         tokens.insert(name, livestate_server::auth::add_principal(&file, name, &scopes).unwrap());
     }
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served_dir = dir.clone();
-    let handle = tokio::spawn(async move {
-        livestate_server::serve_with(&served_dir, listener, config, async {
-            let _ = stopped.await;
-        })
-        .await
-    });
-    let server = TestServer { addr, dir, tokens, stop: Some(stop), handle: Some(handle), _tmp: tmp };
-    let client = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while client.get(format!("{}/v1/health", server.url())).send().await.is_err() {
-        assert!(Instant::now() < deadline, "the server came up");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let mut server =
+        TestServer { addr: ([127, 0, 0, 1], 0).into(), dir, tokens, stop: None, handle: None, _tmp: tmp };
+    server.serve(config).await;
     server
+}
+
+impl TestServer {
+    /// Serves the directory (again, after [`TestServer::stop`]) on a new port.
+    pub async fn serve(&mut self, config: livestate_server::ServeConfig) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        self.addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let served_dir = self.dir.clone();
+        self.handle = Some(tokio::spawn(async move {
+            livestate_server::serve_with(&served_dir, listener, config, async {
+                let _ = stopped.await;
+            })
+            .await
+        }));
+        self.stop = Some(stop);
+        let client = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while client.get(format!("{}/v1/health", self.url())).send().await.is_err() {
+            assert!(Instant::now() < deadline, "the server came up");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }
 
 pub fn event(id: &str, ty: &str, data: Value) -> String {
