@@ -246,6 +246,7 @@ fn s3_lease_refuses_a_second_writer_and_fences_a_writer_whose_lease_was_taken_ov
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "a second writer must be refused");
     assert!(stderr.contains("in use by another livestate writer"), "{stderr}");
+    assert!(!d2.join("spec.tmp").exists(), "a refused init leaves no staged spec behind");
 
     // Writer 1 stalls (as in a long pause) past its lease; writer 2 takes the warehouse over
     // and commits.

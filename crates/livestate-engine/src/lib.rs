@@ -130,6 +130,16 @@ impl Livestate {
         }
         std::fs::create_dir_all(&layout.dir).map_err(io_err(&layout.dir))?;
         let lock = WriteLock::acquire(&layout)?;
+        // The lease first: a warehouse another writer holds refuses the init before anything
+        // is written to the directory.
+        let lease = match &warehouse {
+            None => None,
+            Some(loc) => {
+                let config = WarehouseConfig { uri: loc.uri(), writer: uuid::Uuid::new_v4().to_string() };
+                let lease = Lease::acquire(loc, &config.writer, lease::ttl_from_env()).await?;
+                Some((std::sync::Arc::new(lease), config))
+            }
+        };
         let staging = layout.dir.join("spec.tmp");
         let _ = std::fs::remove_dir_all(&staging);
         std::fs::create_dir_all(&staging).map_err(io_err(&staging))?;
@@ -140,17 +150,15 @@ impl Livestate {
                 std::fs::copy(&p, &to).map_err(io_err(&p))?;
             }
         }
-        let lease = match &warehouse {
+        let lease = match lease {
             None => {
                 let warehouse = layout.warehouse_dir();
                 std::fs::create_dir_all(&warehouse).map_err(io_err(&warehouse))?;
                 None
             }
-            Some(loc) => {
-                let config = WarehouseConfig { uri: loc.uri(), writer: uuid::Uuid::new_v4().to_string() };
-                let lease = Lease::acquire(loc, &config.writer, lease::ttl_from_env()).await?;
+            Some((lease, config)) => {
                 layout.store_warehouse_config(&config)?;
-                Some(std::sync::Arc::new(lease))
+                Some(lease)
             }
         };
         let catalog = open_catalog(&layout)?;
