@@ -65,10 +65,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
                     dir.display()
                 );
             }
-            livestate_server::serve_with(&dir, listener, config, async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await?;
+            livestate_server::serve_with(&dir, listener, config, stop_requested()).await?;
             eprintln!("stopped; everything pending was committed");
             Ok(())
         }
@@ -118,9 +115,13 @@ fn token(cmd: crate::args::TokenCommand) -> anyhow::Result<()> {
 
 async fn sql(dir: &Path, query: &str, limit: usize, json: bool) -> anyhow::Result<()> {
     let ctx = ReadCtx::open(dir).await?;
-    let (spec, catalog, lag) = ctx.parts();
     let limits = livestate_sql::Limits { rows: limit, ..Default::default() };
-    let answer = livestate_sql::query(catalog, spec, &lag, query, limits).await?;
+    let answer = {
+        let (spec, catalog, lag) = ctx.parts();
+        livestate_sql::query(catalog, spec, &lag, query, limits).await
+    };
+    ctx.close().await?;
+    let answer = answer?;
     if json {
         println!("{}", serde_json::to_string_pretty(&answer)?);
         return Ok(());
@@ -265,12 +266,14 @@ async fn derive(dir: &Path, once: bool, commit_every: u64) -> anyhow::Result<()>
         ls.release_lease().await?;
         return Ok(());
     }
-    eprintln!("following the record; Ctrl-C commits what is pending and stops");
+    eprintln!("following the record; Ctrl-C (or SIGTERM) commits what is pending and stops");
     let mut last_status = Instant::now();
+    let stop = stop_requested();
+    tokio::pin!(stop);
     loop {
         let step = tokio::select! {
             r = derivers.step(&ls.record, &ls.spec) => r?,
-            _ = tokio::signal::ctrl_c() => break,
+            () = &mut stop => break,
         };
         if last_status.elapsed() >= Duration::from_secs(1) {
             derivers.write_status(&ls.record)?;
@@ -279,7 +282,7 @@ async fn derive(dir: &Path, once: bool, commit_every: u64) -> anyhow::Result<()>
         if step.events == 0 {
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-                _ = tokio::signal::ctrl_c() => break,
+                () = &mut stop => break,
             }
         }
     }
@@ -322,6 +325,15 @@ impl ReadCtx {
         }
     }
 
+    /// Ends the read: gives up the object-storage lease that opening the directory took (a
+    /// reader holding it would keep every other directory off the warehouse until it expired).
+    async fn close(self) -> anyhow::Result<()> {
+        if let ReadCtx::Owned(ls) = self {
+            ls.release_lease().await?;
+        }
+        Ok(())
+    }
+
     /// The lookup index, when this process owns the directory.
     fn index(&self) -> Option<&livestate_engine::index::Index> {
         match self {
@@ -350,8 +362,12 @@ fn parse_keys(keys: Vec<String>) -> anyhow::Result<Vec<(String, String)>> {
 async fn read_table(dir: &Path, table: String, keys: Vec<String>, at: At, json: bool) -> anyhow::Result<()> {
     let keys = parse_keys(keys)?;
     let ctx = ReadCtx::open(dir).await?;
-    let (spec, catalog, lag) = ctx.parts();
-    let rows = read::read(catalog, spec, &ReadRequest { table, keys, at }, &lag, ctx.index()).await?;
+    let rows = {
+        let (spec, catalog, lag) = ctx.parts();
+        read::read(catalog, spec, &ReadRequest { table, keys, at }, &lag, ctx.index()).await
+    };
+    ctx.close().await?;
+    let rows = rows?;
     if json {
         let out =
             serde_json::json!({"receipt": rows.receipt, "columns": rows.columns, "rows": rows.json_rows()});
@@ -366,8 +382,12 @@ async fn read_table(dir: &Path, table: String, keys: Vec<String>, at: At, json: 
 
 async fn tables(dir: &Path, json: bool) -> anyhow::Result<()> {
     let ctx = ReadCtx::open(dir).await?;
-    let (spec, catalog, lag) = ctx.parts();
-    let infos = read::tables(catalog, spec, &lag).await?;
+    let infos = {
+        let (spec, catalog, lag) = ctx.parts();
+        read::tables(catalog, spec, &lag).await
+    };
+    ctx.close().await?;
+    let infos = infos?;
     if json {
         println!("{}", serde_json::to_string_pretty(&infos)?);
     } else {
@@ -491,8 +511,9 @@ async fn watch(dir: &Path, trigger: &str, consumer: &str, peek: bool) -> anyhow:
         ))
         .into());
     }
-    let n = deliver(&ls, trigger, consumer, peek)?;
-    eprintln!("{n} firing(s) of {trigger} for {consumer}");
+    let n = deliver(&ls, trigger, consumer, peek);
+    ls.release_lease().await?;
+    eprintln!("{} firing(s) of {trigger} for {consumer}", n?);
     Ok(())
 }
 
@@ -526,4 +547,22 @@ async fn verify(dir: &Path, json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     bail!("{} problem(s) found in {}", problems.len(), dir.display())
+}
+
+/// Resolves when the process is asked to stop: Ctrl-C (SIGINT) or, on Unix, SIGTERM, which
+/// service managers and container runtimes send. Either way what is pending is committed and an
+/// object-storage lease given up before the process exits.
+async fn stop_requested() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }

@@ -293,3 +293,110 @@ fn s3_lease_refuses_a_second_writer_and_fences_a_writer_whose_lease_was_taken_ov
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_serve_records_derives_pins_a_proposal_and_gives_the_lease_up_on_sigterm() {
+    let s3 = S3Server::start();
+    s3.create_bucket("livestate-serve");
+    let warehouse = "s3://livestate-serve/wh";
+    // A lease that would outlive the test: only giving it up lets another directory in.
+    let ttl_env = [("LIVESTATE_LEASE_TTL_MS", "600000")];
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("d");
+    assert!(run(&s3, &dir, &["init", "--warehouse", warehouse], &ttl_env).status.success());
+    let token = |name: &str| livestate(&s3, &dir, &["token", "add", name]).trim().to_string();
+    let (inventory, agent) = (token("module:inventory"), token("agent:procurement"));
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_livestate"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--dir"])
+        .arg(&dir)
+        .envs(s3.env())
+        .envs(ttl_env)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let as_inventory = livestate_client::Client::new(&url, &inventory).unwrap();
+    let as_agent = livestate_client::Client::new(&url, &agent).unwrap();
+    let started = Instant::now();
+    while as_agent.whoami().await.is_err() {
+        assert!(started.elapsed() < Duration::from_secs(60), "serve came up");
+        assert!(server.try_wait().unwrap().is_none(), "serve exited");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let count = |n: i64| {
+        json!({"id": format!("c{n}"), "type": "inventory.stock_counted", "occurred_at": "2026-03-02T08:00:00Z", "data": {"item": "bolt", "location": "north", "on_hand": n}}).to_string() + "\n"
+    };
+    as_inventory.emit(&count(7)).await.unwrap();
+    let read =
+        as_agent.consistent_read(&[json!({"table": "stock", "keys": {"item": "bolt"}})]).await.unwrap();
+    let r = &read["results"][0];
+    assert_eq!(r["rows"][0]["on_hand"], json!(7), "{read}");
+    let created = as_agent
+        .propose(&json!({
+            "kind": "replenishment_order", "module": "procurement", "summary": "order 93 bolts",
+            "action": {"item": "bolt", "qty": 93},
+            "sources": [{"table": "stock", "snapshot_id": r["receipt"]["snapshot_id"], "rows": [r["rows"][0]]}],
+            "rule": {"name": "up-to-target", "version": "2", "text": "order up to 100"},
+            "risk": {"level": "low", "reasons": ["small order"]}
+        }))
+        .await
+        .unwrap();
+    let tag = created["tags"][0]["tag"].as_str().unwrap().to_string();
+    as_inventory.emit(&count(9)).await.unwrap();
+    as_agent.consistent_read(&[json!({"table": "stock"})]).await.unwrap();
+
+    // SIGTERM, as a service manager stops it: pending work committed, the lease given up.
+    let pid = server.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let out = server.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.contains("everything pending was committed"), "{stderr}");
+
+    // The bucket holds what the server wrote: the latest stock and the pinned one, for any reader.
+    let latest = pypaimon_rows(&s3, warehouse, "stock", None);
+    assert_eq!(latest, livestate_rows(&s3, &dir, "stock", &[]));
+    assert!(latest[0].contains("\"on_hand\":9"), "{latest:?}");
+    let pinned = pypaimon_rows(&s3, warehouse, "stock", Some(&tag));
+    assert!(pinned[0].contains("\"on_hand\":7"), "the tag pins what the agent cited: {pinned:?}");
+
+    // Another directory takes the warehouse at once, though the lease had ten minutes to run.
+    let other = tmp.path().join("standby");
+    let out = run(&s3, &other, &["init", "--warehouse", warehouse], &ttl_env);
+    assert!(
+        out.status.success(),
+        "the stopped server gave its lease up: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_lease_checks_never_take_the_holders_own_renewals_for_a_takeover() {
+    use livestate_engine::lease::Lease;
+    use livestate_engine::warehouse::S3Env;
+    let s3 = S3Server::start();
+    s3.create_bucket("livestate-renew");
+    let loc = livestate_engine::S3Location::parse("s3://livestate-renew/wh").unwrap();
+    let env = S3Env {
+        endpoint: Some(s3.endpoint.clone()),
+        region: "us-east-1".into(),
+        access_key_id: Some("testing".into()),
+        secret_access_key: Some("testing".into()),
+        session_token: None,
+        path_style: true,
+    };
+    // Renewed every 200 ms while checks run back to back, as commits check it under load.
+    let lease = Lease::acquire_with(&loc, &env, "writer-a", Duration::from_millis(600)).await.unwrap();
+    let first = lease.epoch().unwrap();
+    let started = Instant::now();
+    let mut checks = 0;
+    while started.elapsed() < Duration::from_secs(3) {
+        if let Err(e) = lease.check().await {
+            panic!("check {checks} refused the holder's own lease: {e}");
+        }
+        checks += 1;
+    }
+    assert!(lease.epoch().unwrap() >= first + 5, "the lease was renewed meanwhile ({checks} checks)");
+    lease.release().await.unwrap();
+}

@@ -51,6 +51,10 @@ pub struct Lease {
     uri: String,
     ttl: Duration,
     state: Arc<Mutex<Result<Held, String>>>,
+    /// Held across each write of the lease object and the update of `state` that follows it,
+    /// and across each check, so a check never compares the ETag of a renewal this process is
+    /// just writing with the one before it (and takes its own renewal for a takeover).
+    writing: Arc<tokio::sync::Mutex<()>>,
     renewer: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -96,7 +100,21 @@ impl Lease {
     /// [`EngineError::LeaseHeld`] when another writer holds an unexpired lease;
     /// [`EngineError::Lease`] when the store cannot be reached or refuses conditional writes.
     pub async fn acquire(loc: &S3Location, owner: &str, ttl: Duration) -> Result<Lease, EngineError> {
-        let op = operator(loc, &S3Env::from_env())?;
+        Self::acquire_with(loc, &S3Env::from_env(), owner, ttl).await
+    }
+
+    /// As [`Lease::acquire`], with the endpoint and credentials given instead of read from the
+    /// environment.
+    ///
+    /// # Errors
+    /// As [`Lease::acquire`].
+    pub async fn acquire_with(
+        loc: &S3Location,
+        env: &S3Env,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Lease, EngineError> {
+        let op = operator(loc, env)?;
         let key = loc.key(LEASE_KEY);
         let uri = format!("{}/{LEASE_KEY}", loc.uri());
         let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
@@ -126,14 +144,16 @@ impl Lease {
             match write_doc(&op, &key, &uri, &doc, condition.as_deref()).await? {
                 Some(etag) => {
                     let state = Arc::new(Mutex::new(Ok(Held { etag, doc })));
+                    let writing = Arc::new(tokio::sync::Mutex::new(()));
                     let renewer = tokio::spawn(renew_loop(
                         op.clone(),
                         key.clone(),
                         uri.clone(),
                         ttl,
                         Arc::clone(&state),
+                        Arc::clone(&writing),
                     ));
-                    return Ok(Lease { op, key, uri, ttl, state, renewer: Some(renewer) });
+                    return Ok(Lease { op, key, uri, ttl, state, writing, renewer: Some(renewer) });
                 }
                 None => continue, // Another writer wrote it between our read and write.
             }
@@ -158,6 +178,7 @@ impl Lease {
     /// # Errors
     /// A message saying why not (taken over by whom, expired, or unreachable).
     pub async fn check(&self) -> Result<(), String> {
+        let _no_renewal_meanwhile = self.writing.lock().await;
         let held = self.state.lock().expect("lease state").clone()?;
         let margin = i64::try_from(self.ttl.as_millis() / 3).unwrap_or(i64::MAX);
         let left = held.doc.expires_at_ms - now_ms();
@@ -194,6 +215,8 @@ impl Lease {
     /// [`EngineError::Lease`] when the store cannot be reached; the lease then expires after its
     /// TTL as if the process had died.
     pub async fn release(&self) -> Result<(), EngineError> {
+        // Not in the middle of a renewal: `state` then names the object in the store.
+        let _gate = self.writing.lock().await;
         if let Some(r) = &self.renewer {
             r.abort();
         }
@@ -230,10 +253,12 @@ async fn renew_loop(
     uri: String,
     ttl: Duration,
     state: Arc<Mutex<Result<Held, String>>>,
+    writing: Arc<tokio::sync::Mutex<()>>,
 ) {
     let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
     loop {
         tokio::time::sleep(ttl / 3).await;
+        let _gate = writing.lock().await;
         let Ok(held) = state.lock().expect("lease state").clone() else { return };
         let doc =
             LeaseDoc { epoch: held.doc.epoch + 1, expires_at_ms: now_ms() + ttl_ms, ..held.doc.clone() };
