@@ -6,8 +6,9 @@
 //! its Hive dialect (which knows `COMMENT` and `WITH (...)` together), the INSERTs with its
 //! BigQuery dialect (which knows `FOR SYSTEM_TIME AS OF`). Three Flink constructs no dialect
 //! knows are checked as text instead: `CREATE CATALOG`, `EXECUTE STATEMENT SET BEGIN ... END`,
-//! and, in the Kafka table, the computed column `AS PROCTIME()` and the `ROW<...>` type (parsed
-//! as its equivalent `STRUCT<...>`). No Flink runs here.
+//! and, in the Kafka table, the computed column `AS PROCTIME()`, the Kafka offset's
+//! `METADATA FROM 'offset' VIRTUAL` and the `ROW<...>` type (parsed as its equivalent
+//! `STRUCT<...>`). No Flink runs here.
 
 mod common;
 
@@ -141,11 +142,16 @@ fn check_common(script: &Script, warehouse: &str, topic: &str) -> BTreeMap<Strin
             kafka += 1;
             // The Flink constructs sqlparser lacks, checked as text and then put in the form it knows.
             assert!(stmt.contains("\n  `proc_time` AS PROCTIME()\n"), "{stmt}");
-            let plain = stmt.replace(",\n  `proc_time` AS PROCTIME()", "").replace("ROW<", "STRUCT<");
+            let offset = " METADATA FROM 'offset' VIRTUAL";
+            assert!(stmt.contains(&format!("\n  `record_offset` BIGINT{offset},\n")), "{stmt}");
+            let plain = stmt
+                .replace(",\n  `proc_time` AS PROCTIME()", "")
+                .replace(offset, "")
+                .replace("ROW<", "STRUCT<");
             let parsed = parse(&GenericDialect {}, &plain);
             let Statement::CreateTable(ct) = &parsed else { panic!("{parsed}") };
             let columns: Vec<String> = ct.columns.iter().map(|c| c.name.value.clone()).collect();
-            assert_eq!(columns, ["id", "type", "occurred_at", "data", "causation"]);
+            assert_eq!(columns, ["id", "type", "occurred_at", "data", "causation", "record_offset"]);
             let opts = with_options(&ct.table_options);
             assert_eq!(opts["connector"], "kafka");
             assert_eq!(opts["topic"], topic);
@@ -333,10 +339,12 @@ set = { item = "qty" }
     check_common(&script, &warehouse, "livestate.record");
     let spec = CompanySpec::load_dir(&dir.join("spec")).unwrap();
     let (inserts, comments) = check_mappings(&spec, &script);
-    assert_eq!((inserts, comments), (2, 2), "{sql}");
+    assert_eq!((inserts, comments), (3, 1), "{sql}");
 
     let note = |i: usize| script.mappings[&i].1.join(" ");
-    assert!(note(1).contains("`$event.offset`"), "{}", note(1));
+    // `$event.offset` is the Kafka offset of a topic that carries the record on one partition.
+    let last_seen = script.mappings[&1].2.as_ref().unwrap();
+    assert!(last_seen.contains("CAST(`_e`.`record_offset` AS BIGINT)"), "{last_seen}");
     // `qty` is an int in one event type and a string in the other: left out of the Kafka
     // table's `data`, and every mapping reading it is named.
     assert!(note(3).contains("`qty`") && note(3).contains("int in shop.sold"), "{}", note(3));

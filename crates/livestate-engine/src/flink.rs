@@ -8,7 +8,6 @@
 //! comment naming the feature, never as SQL that would derive something else:
 //!
 //! - delete mappings: an INSERT fed by an append-only topic produces no `-D` rows;
-//! - `$event.offset`: the record offset is not part of the Kafka message;
 //! - a data field whose type differs between event types: the one Kafka table cannot type it.
 //!
 //! When the spec marks tables `derived_by = "external"`, only their mappings are exported (the
@@ -283,7 +282,10 @@ fn record_table(fields: &DataFields, target: &FlinkTarget) -> String {
     if !row.is_empty() {
         let _ = writeln!(out, "  `data` ROW<{}>,", row.join(", "));
     }
-    let _ = writeln!(out, "  `causation` STRING,\n  `proc_time` AS PROCTIME()\n) WITH (");
+    let _ = writeln!(
+        out,
+        "  `causation` STRING,\n  `record_offset` BIGINT METADATA FROM 'offset' VIRTUAL,\n  `proc_time` AS PROCTIME()\n) WITH ("
+    );
     let opts = [
         ("connector", "kafka"),
         ("topic", target.kafka_topic.as_str()),
@@ -408,9 +410,8 @@ impl Render<'_> {
             "$event.causation" => format!("{EV}.`causation`"),
             // UTC wall time, as livestate stores it (the session zone is UTC).
             "$event.occurred_at" => format!("CAST({EV}.`occurred_at` AS TIMESTAMP(3))"),
-            "$event.offset" => {
-                return Err("`$event.offset`: the record offset is not part of the Kafka message".into())
-            }
+            // The topic's offsets are the record's (one partition, filled from offset 0).
+            "$event.offset" => format!("{EV}.`record_offset`"),
             _ => match n.split_once('.') {
                 Some((t, c)) if self.lookups.contains(&t) => format!("{}.{}", ident(t), ident(c)),
                 _ => {
@@ -513,8 +514,12 @@ k = "string"
     }
 
     #[test]
-    fn what_the_kafka_message_lacks_is_named() {
-        assert!(expr("$event.offset").unwrap_err().contains("$event.offset"));
+    fn the_record_offset_is_the_kafka_offset_and_a_field_typed_two_ways_is_named() {
+        assert_eq!(
+            expr("$event.offset").unwrap(),
+            "`_e`.`record_offset`",
+            "the Kafka offset is the record's"
+        );
         let e = expr("qty").unwrap_err();
         assert!(e.contains("`qty`") && e.contains("int in m.a") && e.contains("string in m.b"), "{e}");
     }
