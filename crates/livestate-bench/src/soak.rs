@@ -160,6 +160,10 @@ pub struct Memory {
     pub growth_fraction: f64,
     /// Least-squares slope of PSS after the warm-up, MiB per minute.
     pub slope_mib_per_minute: f64,
+    /// The same over the second half of the run only: near zero when memory rose to a ceiling
+    /// (caches and buffers filling) and stayed, positive when it keeps growing.
+    #[serde(default)]
+    pub second_half_slope_mib_per_minute: f64,
     pub peak_mib: f64,
     /// Growth within [`FLAT_MIB`] or [`FLAT_FRACTION`], whichever allows more.
     pub flat: bool,
@@ -677,8 +681,8 @@ fn memory_of(points: Vec<(f64, f64)>, seconds: f64) -> Memory {
     let last = mean(&within(seconds - window, seconds));
     let growth = last - first;
     let fraction = if first > 0.0 { growth / first } else { 0.0 };
-    let after: Vec<(f64, f64)> = points.iter().copied().filter(|(at, _)| *at >= window).collect();
-    let slope = {
+    let slope_from = |from: f64| {
+        let after: Vec<(f64, f64)> = points.iter().copied().filter(|(at, _)| *at >= from).collect();
         let (mx, my) = (
             mean(&after.iter().map(|p| p.0).collect::<Vec<_>>()),
             mean(&after.iter().map(|p| p.1).collect::<Vec<_>>()),
@@ -691,6 +695,7 @@ fn memory_of(points: Vec<(f64, f64)>, seconds: f64) -> Memory {
             0.0
         }
     };
+    let slope = slope_from(window);
     Memory {
         window_seconds: window,
         first_window_mib: first,
@@ -698,6 +703,7 @@ fn memory_of(points: Vec<(f64, f64)>, seconds: f64) -> Memory {
         growth_mib: growth,
         growth_fraction: fraction,
         slope_mib_per_minute: slope,
+        second_half_slope_mib_per_minute: slope_from(seconds / 2.0),
         peak_mib: points.iter().map(|(_, m)| *m).fold(0.0, f64::max),
         flat: first > 0.0 && growth <= FLAT_MIB.max(FLAT_FRACTION * first),
         samples: points,
@@ -780,6 +786,11 @@ impl Soak {
         let _ = writeln!(out, "| last window, mean | {:.1} |", m.last_window_mib);
         let _ = writeln!(out, "| growth | {:+.1} ({:+.1} %) |", m.growth_mib, m.growth_fraction * 100.0);
         let _ = writeln!(out, "| slope after warm-up, MiB/min | {:+.2} |", m.slope_mib_per_minute);
+        let _ = writeln!(
+            out,
+            "| slope over the second half, MiB/min | {:+.2} |",
+            m.second_half_slope_mib_per_minute
+        );
         let _ = writeln!(out, "| peak | {:.1} |", m.peak_mib);
         let _ = writeln!(
             out,
@@ -860,6 +871,14 @@ mod tests {
         let m = memory_of(leak, 600.0);
         assert!(!m.flat, "{m:?}");
         assert!((m.slope_mib_per_minute - 10.0).abs() < 1e-6, "{m:?}");
+        assert!((m.second_half_slope_mib_per_minute - 10.0).abs() < 1e-6, "{m:?}");
+        // Caches filling for four minutes to a ceiling: not flat by the windows, but the second
+        // half does not grow.
+        let ceiling: Vec<(f64, f64)> =
+            (0..=120).map(|i| (i as f64 * 5.0, 100.0 + (i.min(48) as f64) * 2.5)).collect();
+        let m = memory_of(ceiling, 600.0);
+        assert!(!m.flat && m.slope_mib_per_minute > 0.0, "{m:?}");
+        assert!(m.second_half_slope_mib_per_minute.abs() < 1e-9, "{m:?}");
     }
 
     #[test]
