@@ -75,7 +75,7 @@ pub async fn flink_sql(layout: &Layout, target: &FlinkTarget) -> Result<String, 
             .await
             .map_err(paimon_err(&full, "open"))?;
         let schema = table.schema();
-        let stored = StoredTable {
+        let mut stored = StoredTable {
             name: t.name.clone(),
             columns: schema
                 .fields()
@@ -96,7 +96,6 @@ pub async fn flink_sql(layout: &Layout, target: &FlinkTarget) -> Result<String, 
                 message: format!("Paimon stores columns {names:?}, the spec declares {declared:?}"),
             });
         }
-        let mut stored = stored;
         if !t.derived_here() {
             let own = crate::schema::latest_own_snapshot(&table)
                 .await
