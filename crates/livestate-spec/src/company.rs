@@ -679,18 +679,16 @@ impl Builder {
                 self.problem(file, format!("{at}.action"), why);
             }
         }
-        if !table.derived_here() {
-            if action == Action::Delete {
-                self.problem(
-                    file,
-                    format!("{at}.action"),
-                    format!(
-                        "table `{}` is derived_by = \"external\": a delete mapping cannot run in Flink \
-                         (an INSERT fed by the append-only record topic produces no -D rows)",
-                        table.name
-                    ),
-                );
-            }
+        if !table.derived_here() && action == Action::Delete {
+            self.problem(
+                file,
+                format!("{at}.action"),
+                format!(
+                    "table `{}` is derived_by = \"external\": a delete mapping cannot run in Flink \
+                     (an INSERT fed by the append-only record topic produces no -D rows)",
+                    table.name
+                ),
+            );
         }
         if self.problems.len() > before {
             return None;
