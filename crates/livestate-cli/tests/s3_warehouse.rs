@@ -334,13 +334,7 @@ async fn s3_serve_records_derives_pins_a_proposal_and_gives_the_lease_up_on_sigt
     let r = &read["results"][0];
     assert_eq!(r["rows"][0]["on_hand"], json!(7), "{read}");
     let created = as_agent
-        .propose(&json!({
-            "kind": "replenishment_order", "module": "procurement", "summary": "order 93 bolts",
-            "action": {"item": "bolt", "qty": 93},
-            "sources": [{"table": "stock", "snapshot_id": r["receipt"]["snapshot_id"], "rows": [r["rows"][0]]}],
-            "rule": {"name": "up-to-target", "version": "2", "text": "order up to 100"},
-            "risk": {"level": "low", "reasons": ["small order"]}
-        }))
+        .propose(&common::bolt_order_citing(r))
         .await
         .unwrap();
     let tag = created["tags"][0]["tag"].as_str().unwrap().to_string();

@@ -79,13 +79,7 @@ async fn tokens_serve_propose_decide_audit_and_revoke_through_the_binary() {
         as_agent.consistent_read(&[json!({"table": "stock", "keys": {"item": "bolt"}})]).await.unwrap();
     let r = &read["results"][0];
     let created = as_agent
-        .propose(&json!({
-            "kind": "replenishment_order", "module": "procurement", "summary": "order 93 bolts",
-            "action": {"item": "bolt", "qty": 93},
-            "sources": [{"table": "stock", "snapshot_id": r["receipt"]["snapshot_id"], "rows": [r["rows"][0]]}],
-            "rule": {"name": "up-to-target", "version": "2", "text": "order up to 100"},
-            "risk": {"level": "medium", "reasons": ["new supplier"]}
-        }))
+        .propose(&common::bolt_order_citing(r))
         .await
         .unwrap();
     let id = created["id"].as_str().unwrap();
