@@ -333,10 +333,7 @@ async fn s3_serve_records_derives_pins_a_proposal_and_gives_the_lease_up_on_sigt
         as_agent.consistent_read(&[json!({"table": "stock", "keys": {"item": "bolt"}})]).await.unwrap();
     let r = &read["results"][0];
     assert_eq!(r["rows"][0]["on_hand"], json!(7), "{read}");
-    let created = as_agent
-        .propose(&common::bolt_order_citing(r))
-        .await
-        .unwrap();
+    let created = as_agent.propose(&common::bolt_order_citing(r)).await.unwrap();
     let tag = created["tags"][0]["tag"].as_str().unwrap().to_string();
     as_inventory.emit(&count(9)).await.unwrap();
     as_agent.consistent_read(&[json!({"table": "stock"})]).await.unwrap();

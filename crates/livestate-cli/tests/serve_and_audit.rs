@@ -2,6 +2,8 @@
 //! an agent proposes, a person approves, `livestate audit` prints the chain, `livestate token
 //! revoke` locks a running server's door at once, and Ctrl-C stops it cleanly.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -78,10 +80,7 @@ async fn tokens_serve_propose_decide_audit_and_revoke_through_the_binary() {
     let read =
         as_agent.consistent_read(&[json!({"table": "stock", "keys": {"item": "bolt"}})]).await.unwrap();
     let r = &read["results"][0];
-    let created = as_agent
-        .propose(&common::bolt_order_citing(r))
-        .await
-        .unwrap();
+    let created = as_agent.propose(&common::bolt_order_citing(r)).await.unwrap();
     let id = created["id"].as_str().unwrap();
     as_ana.decide(id, true, "needed for the week").await.unwrap();
 
