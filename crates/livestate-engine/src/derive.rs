@@ -59,6 +59,9 @@ pub struct Derivers {
     layout: Layout,
     /// One per state table livestate derives, in spec order.
     tables: Vec<StateSink>,
+    /// Indexed like `spec.tables`: the position in `tables` of each table's sink (`None` for a
+    /// table another engine derives).
+    sink_of: Vec<Option<usize>>,
     archive: TableSink,
     archive_upkeep: Upkeep,
     /// Answers lookup joins: each table's rows as of its last commit.
@@ -82,7 +85,13 @@ impl Derivers {
         fence: Option<livestate_lsm::SharedFence>,
     ) -> Result<Derivers, EngineError> {
         let mut tables = Vec::new();
-        for t in spec.tables.values().filter(|t| t.derived_here()) {
+        let mut sink_of = Vec::with_capacity(spec.tables.len());
+        for t in spec.tables.values() {
+            if !t.derived_here() {
+                sink_of.push(None);
+                continue;
+            }
+            sink_of.push(Some(tables.len()));
             let triggers = spec.triggers.values().filter(|tr| tr.table == t.name).cloned().collect();
             let tracking = Tracking::new(t, triggers, Arc::clone(index))?;
             let mut sink =
@@ -110,8 +119,14 @@ impl Derivers {
                 tracing::info!(table = %name, files = removed.files, "removed files left by an earlier crash");
             }
         }
-        let mut d =
-            Derivers { layout: layout.clone(), tables, archive, archive_upkeep, index: Arc::clone(index) };
+        let mut d = Derivers {
+            layout: layout.clone(),
+            tables,
+            sink_of,
+            archive,
+            archive_upkeep,
+            index: Arc::clone(index),
+        };
         // The status file may say a table was checked past its last snapshot (events that did not
         // touch it). It is trusted only while that snapshot is still the table's latest.
         if let Some(status) = Status::load(layout) {
@@ -212,12 +227,9 @@ impl Derivers {
             ops
         };
         for op in ops {
-            let sink = self
-                .tables
-                .iter_mut()
-                .map(|t| &mut t.sink)
-                .find(|s| s.name_in_spec() == op.table)
-                .expect("row ops are only made for tables livestate derives");
+            let slot = spec.tables.get_index_of(&op.table).and_then(|i| self.sink_of[i]);
+            let sink =
+                &mut self.tables[slot.expect("row ops are only made for tables livestate derives")].sink;
             if offset < sink.position {
                 continue;
             }

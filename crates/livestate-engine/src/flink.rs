@@ -115,12 +115,13 @@ pub fn render(spec: &CompanySpec, tables: &[StoredTable], target: &FlinkTarget) 
     // With tables handed over, Flink derives those alone; the others stay livestate's, and a
     // second writer on them would overwrite livestate's snapshots.
     let handover = spec.tables.values().any(|t| !t.derived_here());
+    let stays_with_livestate =
+        |table: &str| handover && spec.table(table).is_none_or(livestate_spec::TableSpec::derived_here);
     let exported: Vec<Result<String, String>> = spec
         .mappings
         .iter()
         .map(|m| {
-            let derived_here = spec.table(&m.table).is_none_or(livestate_spec::TableSpec::derived_here);
-            if handover && derived_here {
+            if stays_with_livestate(&m.table) {
                 return Err(format!(
                     "`{}` is derived by livestate (only derived_by = \"external\" tables are exported)",
                     m.table
@@ -170,11 +171,7 @@ pub fn render(spec: &CompanySpec, tables: &[StoredTable], target: &FlinkTarget) 
             .mappings
             .iter()
             .enumerate()
-            .filter(|(i, m)| {
-                m.table == t.name
-                    && exported[*i].is_err()
-                    && !(handover && spec.table(&m.table).is_some_and(|ts| ts.derived_here()))
-            })
+            .filter(|(i, m)| m.table == t.name && exported[*i].is_err() && !stays_with_livestate(&m.table))
             .map(|(i, _)| i)
             .collect();
         if !left.is_empty() {
