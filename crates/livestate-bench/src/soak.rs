@@ -167,6 +167,16 @@ pub struct Memory {
     pub peak_mib: f64,
     /// Growth within [`FLAT_MIB`] or [`FLAT_FRACTION`], whichever allows more.
     pub flat: bool,
+    /// Seconds since the measured run started, and what the server's embedded stores held in
+    /// memory (block caches and unflushed writes, as `GET /v1/health` reports them) in MiB.
+    #[serde(default)]
+    pub store_samples: Vec<(f64, f64)>,
+    /// Mean of the stores' memory in the first window after the warm-up.
+    #[serde(default)]
+    pub stores_first_window_mib: f64,
+    /// Mean of the stores' memory in the last window.
+    #[serde(default)]
+    pub stores_last_window_mib: f64,
 }
 
 /// One table's lag over the run.
@@ -482,7 +492,19 @@ async fn visible(agent: &Client, id: &str, t: &Shared) {
 struct Sample {
     at: f64,
     pss_mib: f64,
+    /// Block caches and unflushed writes of the server's embedded stores.
+    stores_mib: f64,
     tables: Vec<Value>,
+}
+
+/// The sum of every store's block cache and write buffers in a `GET /v1/health` answer.
+fn stores_mib(health: &Value) -> Option<f64> {
+    let stores = health.get("stores")?.as_object()?;
+    let mut bytes = 0u64;
+    for store in stores.values() {
+        bytes += store.get("block_cache_bytes")?.as_u64()? + store.get("write_buffer_bytes")?.as_u64()?;
+    }
+    Some(bytes as f64 / (1024.0 * 1024.0))
 }
 
 async fn sample(server_pid: u32, agent: &Client, start: Instant, t: &Shared) -> Option<Sample> {
@@ -490,12 +512,31 @@ async fn sample(server_pid: u32, agent: &Client, start: Instant, t: &Shared) -> 
     let begin = Instant::now();
     let answer = agent.tables().await;
     let took = begin.elapsed();
+    let health = agent.health().await;
     let mut t = tally(t);
+    let stores_mib = match health {
+        Ok(h) => match stores_mib(&h) {
+            Some(mib) => mib,
+            None => {
+                t.error("health", format!("no memory figures of the stores: {h}"));
+                return None;
+            }
+        },
+        Err(e) => {
+            t.error("health", e);
+            return None;
+        }
+    };
     match answer {
         Ok(Value::Array(tables)) => {
             t.counts.samples += 1;
             t.tables.push(took);
-            Some(Sample { at: start.elapsed().as_secs_f64(), pss_mib: pss as f64 / 1024.0, tables })
+            Some(Sample {
+                at: start.elapsed().as_secs_f64(),
+                pss_mib: pss as f64 / 1024.0,
+                stores_mib,
+                tables,
+            })
         }
         Ok(other) => {
             t.error("tables", format!("not a list of tables: {other}"));
@@ -669,16 +710,19 @@ fn mean(v: &[f64]) -> f64 {
 /// Memory figures from `(seconds, MiB)` samples of a run `seconds` long.
 fn memory(samples: &[Sample], seconds: f64) -> Memory {
     let points: Vec<(f64, f64)> = samples.iter().map(|s| (s.at, s.pss_mib)).collect();
-    memory_of(points, seconds)
+    let stores: Vec<(f64, f64)> = samples.iter().map(|s| (s.at, s.stores_mib)).collect();
+    memory_of(points, stores, seconds)
 }
 
-fn memory_of(points: Vec<(f64, f64)>, seconds: f64) -> Memory {
+/// Mean of the samples taken between `from` and `to` seconds.
+fn window_mean(points: &[(f64, f64)], from: f64, to: f64) -> f64 {
+    mean(&points.iter().filter(|(at, _)| *at >= from && *at <= to).map(|(_, m)| *m).collect::<Vec<_>>())
+}
+
+fn memory_of(points: Vec<(f64, f64)>, stores: Vec<(f64, f64)>, seconds: f64) -> Memory {
     let window = (seconds / 5.0).min(60.0);
-    let within = |from: f64, to: f64| -> Vec<f64> {
-        points.iter().filter(|(at, _)| *at >= from && *at <= to).map(|(_, m)| *m).collect()
-    };
-    let first = mean(&within(window, 2.0 * window));
-    let last = mean(&within(seconds - window, seconds));
+    let first = window_mean(&points, window, 2.0 * window);
+    let last = window_mean(&points, seconds - window, seconds);
     let growth = last - first;
     let fraction = if first > 0.0 { growth / first } else { 0.0 };
     let slope_from = |from: f64| {
@@ -707,6 +751,9 @@ fn memory_of(points: Vec<(f64, f64)>, seconds: f64) -> Memory {
         peak_mib: points.iter().map(|(_, m)| *m).fold(0.0, f64::max),
         flat: first > 0.0 && growth <= FLAT_MIB.max(FLAT_FRACTION * first),
         samples: points,
+        stores_first_window_mib: window_mean(&stores, window, 2.0 * window),
+        stores_last_window_mib: window_mean(&stores, seconds - window, seconds),
+        store_samples: stores,
     }
 }
 
@@ -794,6 +841,17 @@ impl Soak {
         let _ = writeln!(out, "| peak | {:.1} |", m.peak_mib);
         let _ = writeln!(
             out,
+            "| of which embedded stores' caches and unflushed writes, first → last window | {:.1} → {:.1} |",
+            m.stores_first_window_mib, m.stores_last_window_mib
+        );
+        let _ = writeln!(
+            out,
+            "| the rest (PSS minus the stores), first → last window | {:.1} → {:.1} |",
+            m.first_window_mib - m.stores_first_window_mib,
+            m.last_window_mib - m.stores_last_window_mib
+        );
+        let _ = writeln!(
+            out,
             "| flat (growth ≤ {FLAT_MIB:.0} MiB or {:.0} %, whichever is larger) | {} |\n",
             FLAT_FRACTION * 100.0,
             if m.flat { "yes" } else { "no" }
@@ -857,26 +915,42 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_stores_memory_is_the_sum_of_every_stores_cache_and_write_buffers() {
+        let health = json!({"status": "ok", "stores": {
+            "record": {"block_cache_bytes": 1 << 20, "block_cache_capacity_bytes": 16 << 20, "write_buffer_bytes": 2 << 20},
+            "index": {"block_cache_bytes": 3 << 20, "block_cache_capacity_bytes": 32 << 20, "write_buffer_bytes": 0},
+        }});
+        assert_eq!(stores_mib(&health), Some(6.0));
+        assert_eq!(stores_mib(&json!({"status": "ok"})), None);
+    }
+
+    #[test]
     fn memory_compares_the_first_window_after_warm_up_with_the_last() {
         // 10 minutes sampled every 5 s: 100 MiB during the warm-up minute, then a steady 120 MiB.
         let flat: Vec<(f64, f64)> =
             (0..=120).map(|i| (i as f64 * 5.0, if i < 12 { 100.0 } else { 120.0 })).collect();
-        let m = memory_of(flat, 600.0);
+        let m = memory_of(flat, Vec::new(), 600.0);
         assert_eq!(m.window_seconds, 60.0);
         assert_eq!((m.first_window_mib, m.last_window_mib, m.growth_mib), (120.0, 120.0, 0.0));
         assert!(m.flat && m.slope_mib_per_minute.abs() < 1e-9, "{m:?}");
         // A leak of 10 MiB a minute after the warm-up is not flat.
         let leak: Vec<(f64, f64)> =
             (0..=120).map(|i| (i as f64 * 5.0, 100.0 + i as f64 * 5.0 / 6.0)).collect();
-        let m = memory_of(leak, 600.0);
+        // The stores' share is averaged over the same windows: here they fill from 10 to 40 MiB,
+        // so they account for 30 of the leak's ~80 MiB.
+        let stores: Vec<(f64, f64)> =
+            (0..=120).map(|i| (i as f64 * 5.0, 10.0 + (i as f64 / 2.0).min(30.0))).collect();
+        let m = memory_of(leak, stores, 600.0);
         assert!(!m.flat, "{m:?}");
+        assert_eq!(m.stores_last_window_mib, 40.0, "{m:?}");
+        assert_eq!(m.stores_first_window_mib, 19.0, "{m:?}");
         assert!((m.slope_mib_per_minute - 10.0).abs() < 1e-6, "{m:?}");
         assert!((m.second_half_slope_mib_per_minute - 10.0).abs() < 1e-6, "{m:?}");
         // Caches filling for four minutes to a ceiling: not flat by the windows, but the second
         // half does not grow.
         let ceiling: Vec<(f64, f64)> =
             (0..=120).map(|i| (i as f64 * 5.0, 100.0 + (i.min(48) as f64) * 2.5)).collect();
-        let m = memory_of(ceiling, 600.0);
+        let m = memory_of(ceiling, Vec::new(), 600.0);
         assert!(!m.flat && m.slope_mib_per_minute > 0.0, "{m:?}");
         assert!(m.second_half_slope_mib_per_minute.abs() < 1e-9, "{m:?}");
     }
@@ -888,9 +962,9 @@ mod tests {
                    "health": {"snapshots": 3, "tags": [{"name": "t"}]}})
         };
         let samples = vec![
-            Sample { at: 0.0, pss_mib: 1.0, tables: vec![table(200, true)] },
-            Sample { at: 5.0, pss_mib: 1.0, tables: vec![table(1500, false)] },
-            Sample { at: 10.0, pss_mib: 1.0, tables: vec![table(0, true)] },
+            Sample { at: 0.0, pss_mib: 1.0, stores_mib: 0.0, tables: vec![table(200, true)] },
+            Sample { at: 5.0, pss_mib: 1.0, stores_mib: 0.0, tables: vec![table(1500, false)] },
+            Sample { at: 10.0, pss_mib: 1.0, stores_mib: 0.0, tables: vec![table(0, true)] },
         ];
         let l = lags(&samples);
         assert_eq!(l.len(), 1);

@@ -132,6 +132,15 @@ impl Client {
         self.call(Method::POST, "/v1/events", Some(Body::Lines(lines))).await
     }
 
+    /// `GET /v1/health`: whether the record takes appends, its next offset, and what each
+    /// embedded store holds in memory (`stores`).
+    ///
+    /// # Errors
+    /// [`ClientError`] (503 while the record refuses appends).
+    pub async fn health(&self) -> Result<Value, ClientError> {
+        self.get("/v1/health").await
+    }
+
     /// `GET /v1/tables`: every table's receipt, budget and health.
     ///
     /// # Errors

@@ -227,9 +227,10 @@ fn latest_from_index(
     index: Option<&Index>,
     lag: &LagSource<'_>,
 ) -> Result<Option<Rows>, EngineError> {
-    let Some(meta) = index.map(|i| i.meta(&ts.name)).transpose()?.flatten() else { return Ok(None) };
-    let Some(at_ms) = meta.committed_at_ms else { return Ok(None) };
-    let Some(mut rows) = from_index(ts, filters, index, |m| *m == meta)? else { return Ok(None) };
+    let Some((meta, mut rows)) = from_index(ts, filters, index, |m| m.committed_at_ms.is_some())? else {
+        return Ok(None);
+    };
+    let at_ms = meta.committed_at_ms.expect("the index reflects a commit of known time");
     sort_by_key(ts, &mut rows);
     let mut receipt = receipt_of(ts, meta.snapshot_id, meta.identifier, Some(format_millis(at_ms)), lag)?;
     receipt.served_by = "index";
@@ -293,7 +294,7 @@ pub async fn read(
     let (table, receipt) = match &req.at {
         At::Latest => {
             let mut r = latest_receipt(&table, &ts, lag).await?;
-            if let Some(mut rows) = from_index(&ts, &filters, index, |m| m.identifier == r.identifier)? {
+            if let Some((_, mut rows)) = from_index(&ts, &filters, index, |m| m.identifier == r.identifier)? {
                 r.served_by = "index";
                 sort_by_key(&ts, &mut rows);
                 return Ok(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt: r });
@@ -308,7 +309,8 @@ pub async fn read(
             };
             let snap = snapshot_at(&table, &ts, at).await?;
             if let At::Snapshot(id) = at {
-                if let Some(mut rows) = from_index(&ts, &filters, index, |m| m.snapshot_id == Some(*id))? {
+                if let Some((_, mut rows)) = from_index(&ts, &filters, index, |m| m.snapshot_id == Some(*id))?
+                {
                     sort_by_key(&ts, &mut rows);
                     let mut receipt = past_receipt(&ts, &snap);
                     receipt.served_by = "index";
@@ -444,18 +446,21 @@ fn external_receipt(ts: &TableSpec, snap: Option<&Snapshot>) -> Receipt {
     }
 }
 
+/// Rows read from the lookup index, with the commit they belong to.
+type IndexedRows = (IndexMeta, Vec<Vec<Value>>);
+
 /// Answers from the lookup index when it reflects the version asked for (`reflects` says so of
 /// its meta): by key when `filters` name every key column, else by filtering every indexed
-/// row. The meta is checked again after reading, since a commit may move the index meanwhile;
+/// row. Meta and rows are read through one [`Index::view`] and kept only when no commit was
+/// applied meanwhile (tried three times), so the rows are exactly the commit the meta names;
 /// `None` when the table must be read from Paimon instead.
 fn from_index(
     ts: &TableSpec,
     filters: &[(usize, Value)],
     index: Option<&Index>,
     reflects: impl Fn(&IndexMeta) -> bool,
-) -> Result<Option<Vec<Vec<Value>>>, EngineError> {
+) -> Result<Option<IndexedRows>, EngineError> {
     let Some(index) = index else { return Ok(None) };
-    let Some(before) = index.meta(&ts.name)?.filter(|m| reflects(m)) else { return Ok(None) };
     let mut key = Vec::new();
     for k in &ts.primary_key {
         let idx = ts.columns.get_index_of(k).expect("key column");
@@ -464,15 +469,22 @@ fn from_index(
             None => break,
         }
     }
-    let rows = if key.len() == ts.primary_key.len() {
-        index.get(&ts.name, &key_bytes(key.into_iter()))?.into_iter().collect()
-    } else {
-        index.rows(&ts.name)?
-    };
-    if index.meta(&ts.name)? != Some(before) {
-        return Ok(None);
+    let key = (key.len() == ts.primary_key.len()).then(|| key_bytes(key.into_iter()));
+    for _ in 0..3 {
+        let view = index.view();
+        let Some(meta) = view.meta(&ts.name)?.filter(|m| reflects(m)) else { return Ok(None) };
+        let rows = match &key {
+            Some(key) => view.get(&ts.name, key)?.into_iter().collect(),
+            None => view.rows(&ts.name)?,
+        };
+        if view.unchanged() {
+            return Ok(Some((
+                meta,
+                rows.into_iter().filter(|r| filters.iter().all(|(i, v)| &r[*i] == v)).collect(),
+            )));
+        }
     }
-    Ok(Some(rows.into_iter().filter(|r| filters.iter().all(|(i, v)| &r[*i] == v)).collect()))
+    Ok(None)
 }
 
 /// Parses a `where` condition over `ts`'s columns (the spec's expression language, e.g.

@@ -209,3 +209,86 @@ async fn a_point_lookup_is_answered_by_the_index_with_the_same_row_and_receipt()
     std::fs::rename(&aside, &snapshots).unwrap();
     assert_eq!((blind.rows, blind.receipt), (from_index.rows.clone(), from_index.receipt.clone()));
 }
+
+/// A read answered by the index returns the rows of exactly the commit its receipt names, even
+/// while the next commit is being applied (reads outside one view could see a commit's new rows
+/// under the previous commit's snapshot id).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_read_pairs_rows_with_the_snapshot_they_belong_to_while_commits_are_applied() {
+    let (_d, ls) = fresh().await;
+    ls.emit(&event(1, &Op::Count(1, 1)), false).unwrap();
+    let mut d = ls.derivers().await.unwrap();
+    d.catch_up(&ls.record, &ls.spec, 1_000, &mut |_| {}).await.unwrap();
+    let key = [("item", "part-1"), ("location", "north")];
+    let key_values: Vec<Value> = key.iter().map(|(_, v)| Value::String(v.to_string())).collect();
+    let key_bytes = livestate_engine::index::key_bytes(key_values.iter());
+    let template = ls.index.get("stock", &key_bytes).unwrap().expect("the counted row");
+    let on_hand = ls.spec.table("stock").unwrap().columns.get_index_of("on_hand").unwrap();
+
+    // Commit n sets on_hand to n and names snapshot FIRST + n (past the derivers' own). It also
+    // writes 2,000 other rows after the one read, so applying it takes long enough for reads
+    // to land in the middle.
+    const FIRST: i64 = 1_000_000;
+    let commits: i64 = 300;
+    let item = ls.spec.table("stock").unwrap().columns.get_index_of("item").unwrap();
+    let fillers: Vec<(Vec<u8>, Vec<Value>)> = (0..2_000)
+        .map(|i| {
+            let mut row = template.clone();
+            row[item] = Value::String(format!("filler-{i}"));
+            (livestate_engine::index::key_bytes([row[item].clone(), key_values[1].clone()].iter()), row)
+        })
+        .collect();
+    let index = ls.index.clone();
+    let reader_key = key_bytes.clone();
+    let writer = std::thread::spawn(move || {
+        for n in 1..=commits {
+            let mut row = template.clone();
+            row[on_hand] = Value::Int(n);
+            let meta = livestate_engine::index::IndexMeta {
+                identifier: 0,
+                snapshot_id: Some(FIRST + n),
+                committed_at_ms: Some(1_772_438_400_000 + n),
+            };
+            let changes = std::iter::once((key_bytes.as_slice(), Some(row.as_slice())))
+                .chain(fillers.iter().map(|(k, r)| (k.as_slice(), Some(r.as_slice()))));
+            index.apply("stock", changes, meta).unwrap();
+        }
+    });
+    let req = livestate_engine::ReadRequest {
+        table: "stock".into(),
+        keys: key.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        at: livestate_engine::At::Latest,
+    };
+    let mut checked = 0;
+    let mut viewed = 0;
+    while !writer.is_finished() {
+        // The view itself: what it read is one commit's whenever it says nothing changed.
+        let view = ls.index.view();
+        let meta = view.meta("stock").unwrap().unwrap();
+        let row = view.get("stock", &reader_key).unwrap().unwrap();
+        if let Some(snapshot) = meta.snapshot_id.filter(|&s| s > FIRST && view.unchanged()) {
+            assert_eq!(row[on_hand], Value::Int(snapshot - FIRST), "a view mixed two commits");
+            viewed += 1;
+        }
+        let read =
+            livestate_engine::read::read(&ls.catalog, &ls.spec, &req, &ls.lag_source(), Some(&*ls.index))
+                .await
+                .unwrap();
+        if read.receipt.served_by != "index" {
+            continue;
+        }
+        let Some(snapshot) = read.receipt.snapshot_id.filter(|&s| s > FIRST) else { continue };
+        assert_eq!(
+            read.rows[0][on_hand],
+            Value::Int(snapshot - FIRST),
+            "rows of another commit than {:?}",
+            read.receipt
+        );
+        checked += 1;
+    }
+    writer.join().unwrap();
+    assert!(
+        checked > 100 && viewed > 100,
+        "only {checked} reads and {viewed} views while the commits were applied"
+    );
+}

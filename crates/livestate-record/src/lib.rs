@@ -29,9 +29,11 @@ mod error;
 /// Entry point of the `event_decoder` fuzz target (`fuzz/`), replayed by `tests/fuzz_regressions.rs`.
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod memory;
 mod record;
 
 pub use check::{check_files, check_record, FileProblem, FilesCheck, RecordCheck};
 pub use entry::{NewEvent, RecordedEvent, ENTRY_VERSION};
 pub use error::RecordError;
+pub use memory::StoreMemory;
 pub use record::{Appended, Record, RecordStats};

@@ -8,6 +8,10 @@ use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
 use crate::entry::{NewEvent, RecordedEvent};
 use crate::error::{describe, is_out_of_space, RecordError};
+use crate::memory::StoreMemory;
+
+/// Block cache of the record: reads mostly hit the newest events, still in memtables.
+const CACHE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The outcome of appending one event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +76,7 @@ impl Record {
     /// [`RecordError::Store`] when the store cannot be opened or recovered;
     /// [`RecordError::Damaged`] (naming the damaged files it finds) when stored bytes fail a check.
     pub fn open(path: &Path) -> Result<Record, RecordError> {
-        let db = Database::builder(path).open().map_err(RecordError::store(path))?;
+        let db = crate::memory::database(path, CACHE_BYTES).open().map_err(RecordError::store(path))?;
         // Writes flush to a table file at 16 MiB in memory per keyspace (fjall's default: 64 MiB).
         let options = || KeyspaceCreateOptions::default().max_memtable_size(16 * 1024 * 1024);
         let events = db.keyspace("events", options).map_err(RecordError::store(path))?;
@@ -128,6 +132,11 @@ impl Record {
     /// Group-commit counters since open.
     pub fn stats(&self) -> RecordStats {
         self.inner.state.lock().expect("record state lock").stats
+    }
+
+    /// What the record's store holds in memory now (block cache and unflushed writes).
+    pub fn memory(&self) -> StoreMemory {
+        StoreMemory::of(&self.inner.db)
     }
 
     /// Appends `events` atomically and durably: when this returns `Ok`, every event is on disk

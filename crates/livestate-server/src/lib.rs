@@ -428,15 +428,24 @@ async fn follow_loop(
     }
 }
 
-#[utoipa::path(get, path = "/v1/health", responses((status = 200, description = "The server is up"),
+#[utoipa::path(get, path = "/v1/health", responses((status = 200, description = "The server is up; `stores` gives each embedded store's block cache and unflushed writes in bytes"),
     (status = 503, description = "The record refuses appends since a write failed: restart the server")))]
 async fn health(State(s): State<Arc<Shared>>) -> Response {
     let next = s.ls.record.next_offset();
+    // What each embedded store holds in memory: the part of the process's memory that caches
+    // and unflushed writes account for (bounded by configuration, docs/guarantees.md).
+    let memory = json!({
+        "record": s.ls.record.memory(),
+        "index": s.ls.index.memory(),
+        "proposals": s.store.memory(),
+    });
     match s.ls.record.refusing_appends() {
-        None => Json(json!({"status": "ok", "record_next_offset": next})).into_response(),
+        None => Json(json!({"status": "ok", "record_next_offset": next, "stores": memory})).into_response(),
         Some(e) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "refusing_appends", "record_next_offset": next, "error": e.to_string()})),
+            Json(json!({
+                "status": "refusing_appends", "record_next_offset": next, "stores": memory, "error": e.to_string(),
+            })),
         )
             .into_response(),
     }

@@ -119,12 +119,18 @@ fn text(ev: &RecordedEvent, field: &str) -> Result<String, StoreError> {
 }
 
 impl Store {
+    /// What the proposal store holds in memory now (block cache and unflushed writes).
+    pub fn memory(&self) -> livestate_record::StoreMemory {
+        livestate_record::StoreMemory::of(&self.db)
+    }
+
     /// Opens (creating if needed) the store in `path`.
     ///
     /// # Errors
     /// The store cannot be opened.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let db = Database::builder(path).open().map_err(store_err)?;
+        // Proposals are few and small: a small block cache.
+        let db = livestate_record::memory::database(path, 8 * 1024 * 1024).open().map_err(store_err)?;
         // Writes flush to a table file at 8 MiB in memory per keyspace (fjall's default: 64 MiB).
         let options = || KeyspaceCreateOptions::default().max_memtable_size(8 * 1024 * 1024);
         let ks = |name: &str| db.keyspace(name, options).map_err(store_err);
