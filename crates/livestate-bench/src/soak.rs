@@ -177,6 +177,16 @@ pub struct Memory {
     /// Mean of the stores' memory in the last window.
     #[serde(default)]
     pub stores_last_window_mib: f64,
+    /// Seconds since the measured run started, and the heap in use (allocated, not freed) as
+    /// `GET /v1/health` reports it, in MiB; empty when the server does not count it.
+    #[serde(default)]
+    pub heap_samples: Vec<(f64, f64)>,
+    /// Mean heap in use in the first window after the warm-up.
+    #[serde(default)]
+    pub heap_first_window_mib: f64,
+    /// Mean heap in use in the last window.
+    #[serde(default)]
+    pub heap_last_window_mib: f64,
 }
 
 /// One table's lag over the run.
@@ -494,6 +504,8 @@ struct Sample {
     pss_mib: f64,
     /// Block caches and unflushed writes of the server's embedded stores.
     stores_mib: f64,
+    /// Heap in use, when the server counts it.
+    heap_mib: Option<f64>,
     tables: Vec<Value>,
 }
 
@@ -514,9 +526,9 @@ async fn sample(server_pid: u32, agent: &Client, start: Instant, t: &Shared) -> 
     let took = begin.elapsed();
     let health = agent.health().await;
     let mut t = tally(t);
-    let stores_mib = match health {
+    let (stores_mib, heap_mib) = match health {
         Ok(h) => match stores_mib(&h) {
-            Some(mib) => mib,
+            Some(mib) => (mib, h["heap_live_bytes"].as_u64().map(|b| b as f64 / (1024.0 * 1024.0))),
             None => {
                 t.error("health", format!("no memory figures of the stores: {h}"));
                 return None;
@@ -535,6 +547,7 @@ async fn sample(server_pid: u32, agent: &Client, start: Instant, t: &Shared) -> 
                 at: start.elapsed().as_secs_f64(),
                 pss_mib: pss as f64 / 1024.0,
                 stores_mib,
+                heap_mib,
                 tables,
             })
         }
@@ -711,7 +724,14 @@ fn mean(v: &[f64]) -> f64 {
 fn memory(samples: &[Sample], seconds: f64) -> Memory {
     let points: Vec<(f64, f64)> = samples.iter().map(|s| (s.at, s.pss_mib)).collect();
     let stores: Vec<(f64, f64)> = samples.iter().map(|s| (s.at, s.stores_mib)).collect();
-    memory_of(points, stores, seconds)
+    let heap: Vec<(f64, f64)> = samples.iter().filter_map(|s| Some((s.at, s.heap_mib?))).collect();
+    let window = window_of(seconds);
+    Memory {
+        heap_first_window_mib: window_mean(&heap, window, 2.0 * window),
+        heap_last_window_mib: window_mean(&heap, seconds - window, seconds),
+        heap_samples: heap,
+        ..memory_of(points, stores, seconds)
+    }
 }
 
 /// Mean of the samples taken between `from` and `to` seconds.
@@ -719,8 +739,13 @@ fn window_mean(points: &[(f64, f64)], from: f64, to: f64) -> f64 {
     mean(&points.iter().filter(|(at, _)| *at >= from && *at <= to).map(|(_, m)| *m).collect::<Vec<_>>())
 }
 
+/// Length of the warm-up and of each compared window in a run `seconds` long.
+fn window_of(seconds: f64) -> f64 {
+    (seconds / 5.0).min(60.0)
+}
+
 fn memory_of(points: Vec<(f64, f64)>, stores: Vec<(f64, f64)>, seconds: f64) -> Memory {
-    let window = (seconds / 5.0).min(60.0);
+    let window = window_of(seconds);
     let first = window_mean(&points, window, 2.0 * window);
     let last = window_mean(&points, seconds - window, seconds);
     let growth = last - first;
@@ -754,6 +779,7 @@ fn memory_of(points: Vec<(f64, f64)>, stores: Vec<(f64, f64)>, seconds: f64) -> 
         stores_first_window_mib: window_mean(&stores, window, 2.0 * window),
         stores_last_window_mib: window_mean(&stores, seconds - window, seconds),
         store_samples: stores,
+        ..Memory::default()
     }
 }
 
@@ -850,6 +876,13 @@ impl Soak {
             m.first_window_mib - m.stores_first_window_mib,
             m.last_window_mib - m.stores_last_window_mib
         );
+        if !m.heap_samples.is_empty() {
+            let _ = writeln!(
+                out,
+                "| heap in use (allocated, not freed; stores included), first → last window | {:.1} → {:.1} |",
+                m.heap_first_window_mib, m.heap_last_window_mib
+            );
+        }
         let _ = writeln!(
             out,
             "| flat (growth ≤ {FLAT_MIB:.0} MiB or {:.0} %, whichever is larger) | {} |\n",
@@ -962,9 +995,15 @@ mod tests {
                    "health": {"snapshots": 3, "tags": [{"name": "t"}]}})
         };
         let samples = vec![
-            Sample { at: 0.0, pss_mib: 1.0, stores_mib: 0.0, tables: vec![table(200, true)] },
-            Sample { at: 5.0, pss_mib: 1.0, stores_mib: 0.0, tables: vec![table(1500, false)] },
-            Sample { at: 10.0, pss_mib: 1.0, stores_mib: 0.0, tables: vec![table(0, true)] },
+            Sample { at: 0.0, pss_mib: 1.0, stores_mib: 0.0, heap_mib: None, tables: vec![table(200, true)] },
+            Sample {
+                at: 5.0,
+                pss_mib: 1.0,
+                stores_mib: 0.0,
+                heap_mib: None,
+                tables: vec![table(1500, false)],
+            },
+            Sample { at: 10.0, pss_mib: 1.0, stores_mib: 0.0, heap_mib: None, tables: vec![table(0, true)] },
         ];
         let l = lags(&samples);
         assert_eq!(l.len(), 1);

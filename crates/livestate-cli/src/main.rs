@@ -3,9 +3,15 @@
 /// mimalloc instead of the system allocator: derivation allocates and frees many small rows and
 /// large Arrow and Parquet buffers, where glibc's malloc spent about a third of the time
 /// (docs/BENCHMARKS.md). Without the `mimalloc` feature, the system allocator, for heap profilers.
+/// Either way counted, so `GET /v1/health` can say how much of the memory is heap in use.
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: livestate_server::heap::Counting<mimalloc::MiMalloc> =
+    livestate_server::heap::Counting(mimalloc::MiMalloc);
+#[cfg(not(feature = "mimalloc"))]
+#[global_allocator]
+static GLOBAL: livestate_server::heap::Counting<std::alloc::System> =
+    livestate_server::heap::Counting(std::alloc::System);
 
 /// `mi_option_purge_delay` in mimalloc 3's `mi_option_t` (mimalloc.h), which the sys crate
 /// does not name; the test below checks it is the option whose default is 1000 ms.

@@ -26,6 +26,7 @@
 
 pub mod auth;
 mod error;
+pub mod heap;
 mod openapi;
 mod proposals;
 mod reads;
@@ -439,15 +440,16 @@ async fn health(State(s): State<Arc<Shared>>) -> Response {
         "index": s.ls.index.memory(),
         "proposals": s.store.memory(),
     });
+    let mut body = json!({
+        "status": "ok", "record_next_offset": next, "stores": memory, "heap_live_bytes": heap::live_bytes(),
+    });
     match s.ls.record.refusing_appends() {
-        None => Json(json!({"status": "ok", "record_next_offset": next, "stores": memory})).into_response(),
-        Some(e) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({
-                "status": "refusing_appends", "record_next_offset": next, "stores": memory, "error": e.to_string(),
-            })),
-        )
-            .into_response(),
+        None => Json(body).into_response(),
+        Some(e) => {
+            body["status"] = json!("refusing_appends");
+            body["error"] = json!(e.to_string());
+            (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+        }
     }
 }
 
