@@ -50,6 +50,8 @@ pub struct Index {
     firings: Keyspace,
     /// Consumer cursors (`trigger 0x00 consumer` → last acknowledged seq).
     cursors: Keyspace,
+    /// Seals every keyspace's memtable for a flush once its writes are a period old.
+    flush: livestate_record::memory::PeriodicFlush,
     /// Odd while a commit's batch is being applied, bumped before and after each: a reader
     /// that sees the same even value before and after its reads saw no part of any batch.
     applied: AtomicU64,
@@ -124,11 +126,11 @@ impl IndexView<'_> {
     }
 }
 
-/// Each keyspace flushes its writes to a table file once they hold 8 MiB in memory (fjall's
-/// default is 64 MiB, which, over a dozen keyspaces that a busy server writes slowly, held
-/// hundreds of MiB that never flushed).
+/// Each keyspace flushes its writes to a table file once they hold 2 MiB (fjall's default is
+/// 64 MiB, which, over a dozen keyspaces that a busy server writes slowly, held hundreds of MiB
+/// that never flushed; see `livestate_record::memory` for what a memtable costs).
 fn keyspace_options() -> KeyspaceCreateOptions {
-    KeyspaceCreateOptions::default().max_memtable_size(8 * 1024 * 1024)
+    KeyspaceCreateOptions::default().max_memtable_size(2 * 1024 * 1024)
 }
 
 impl Index {
@@ -158,7 +160,8 @@ impl Index {
                 TableIndex { rows, types: t.columns.values().copied().collect(), key_idx },
             );
         }
-        Ok(Index { db, meta, tables, disarmed, firings, cursors, applied: AtomicU64::new(0) })
+        let flush = livestate_record::memory::PeriodicFlush::new(livestate_record::memory::FLUSH_PERIOD);
+        Ok(Index { db, meta, tables, disarmed, firings, cursors, flush, applied: AtomicU64::new(0) })
     }
 
     fn table(&self, name: &str) -> Result<&TableIndex, EngineError> {
@@ -254,6 +257,14 @@ impl Index {
         }
         let mode = if effects.firings.is_empty() { PersistMode::Buffer } else { PersistMode::SyncAll };
         self.db.persist(mode).map_err(store_err(table))?;
+        let keyspaces = [&self.meta, &self.disarmed, &self.firings, &self.cursors];
+        // The batch is applied: a failure to seal memtables is only reported (the next write
+        // meets the same journal and fails properly).
+        if let Err(e) =
+            self.flush.after_write(keyspaces.into_iter().chain(self.tables.values().map(|t| &t.rows)))
+        {
+            tracing::warn!(error = %e, "the lookup index could not seal its memtables for a flush");
+        }
         Ok(())
     }
 

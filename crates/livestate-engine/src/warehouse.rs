@@ -208,6 +208,10 @@ impl Warehouse {
     pub fn catalog_options(&self) -> Options {
         let mut opts = Options::new();
         opts.set(CatalogOptions::WAREHOUSE, self.uri());
+        // Parsed Parquet footers kept for reads (the crate's default: 50 MiB). Every commit
+        // adds files, so under a steady load the cache fills to its bound; 8 MiB holds about
+        // 800 footers of the example's tables, many times what one consistent read opens.
+        opts.set(CatalogOptions::FILE_FORMAT_METADATA_CACHE_MAX_SIZE, "8 mb");
         if let Warehouse::S3(_) = self {
             for (k, v) in S3Env::from_env().paimon_options() {
                 opts.set(k, v);

@@ -45,6 +45,7 @@ pub(crate) struct Inner {
     db: Database,
     pub(crate) events: Keyspace,
     pub(crate) ids: Keyspace,
+    flush: crate::memory::PeriodicFlush,
     state: Mutex<State>,
     done: Condvar,
 }
@@ -77,8 +78,9 @@ impl Record {
     /// [`RecordError::Damaged`] (naming the damaged files it finds) when stored bytes fail a check.
     pub fn open(path: &Path) -> Result<Record, RecordError> {
         let db = crate::memory::database(path, CACHE_BYTES).open().map_err(RecordError::store(path))?;
-        // Writes flush to a table file at 16 MiB in memory per keyspace (fjall's default: 64 MiB).
-        let options = || KeyspaceCreateOptions::default().max_memtable_size(16 * 1024 * 1024);
+        // Writes flush to a table file at 4 MiB per keyspace (fjall's default: 64 MiB; see
+        // `crate::memory` for what a memtable costs).
+        let options = || KeyspaceCreateOptions::default().max_memtable_size(4 * 1024 * 1024);
         let events = db.keyspace("events", options).map_err(RecordError::store(path))?;
         let ids = db.keyspace("ids", options).map_err(RecordError::store(path))?;
         let (next_offset, last_recorded_ms) = match events.last_key_value() {
@@ -99,6 +101,7 @@ impl Record {
                 db,
                 events,
                 ids,
+                flush: crate::memory::PeriodicFlush::new(crate::memory::FLUSH_PERIOD),
                 state: Mutex::new(State {
                     next_offset,
                     last_recorded_ms,
@@ -318,6 +321,11 @@ impl Inner {
         if wrote {
             batch.commit().map_err(fail)?;
             self.db.persist(PersistMode::SyncAll).map_err(fail)?;
+            // The batch is durable: a failure to seal memtables is only reported (the next
+            // write meets the same journal and fails properly).
+            if let Err(e) = self.flush.after_write([&self.events, &self.ids]) {
+                tracing::warn!(error = %describe(&e), "the record could not seal its memtables for a flush");
+            }
         }
         Ok((results, next, now_ms))
     }

@@ -96,6 +96,7 @@ pub struct Store {
     caused: Keyspace,
     /// module → last cursor its webhook accepted.
     delivered: Keyspace,
+    flush: livestate_record::memory::PeriodicFlush,
 }
 
 fn pair(a: &str, n: u64) -> Vec<u8> {
@@ -119,6 +120,17 @@ fn text(ev: &RecordedEvent, field: &str) -> Result<String, StoreError> {
 }
 
 impl Store {
+    /// Seals the memtables for a flush once their writes are a period old (see
+    /// `livestate_record::memory::PeriodicFlush`); a failure is only reported, the write
+    /// before it being durable.
+    fn flush_if_due(&self) {
+        let keyspaces =
+            [&self.meta, &self.proposals, &self.by_offset, &self.outbox, &self.caused, &self.delivered];
+        if let Err(e) = self.flush.after_write(keyspaces) {
+            tracing::warn!(error = %e, "the proposal store could not seal its memtables for a flush");
+        }
+    }
+
     /// What the proposal store holds in memory now (block cache and unflushed writes).
     pub fn memory(&self) -> livestate_record::StoreMemory {
         livestate_record::StoreMemory::of(&self.db)
@@ -131,8 +143,9 @@ impl Store {
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         // Proposals are few and small: a small block cache.
         let db = livestate_record::memory::database(path, 8 * 1024 * 1024).open().map_err(store_err)?;
-        // Writes flush to a table file at 8 MiB in memory per keyspace (fjall's default: 64 MiB).
-        let options = || KeyspaceCreateOptions::default().max_memtable_size(8 * 1024 * 1024);
+        // Writes flush to a table file at 1 MiB per keyspace (fjall's default: 64 MiB; see
+        // `livestate_record::memory` for what a memtable costs).
+        let options = || KeyspaceCreateOptions::default().max_memtable_size(1024 * 1024);
         let ks = |name: &str| db.keyspace(name, options).map_err(store_err);
         Ok(Store {
             meta: ks("meta")?,
@@ -141,6 +154,7 @@ impl Store {
             outbox: ks("outbox")?,
             caused: ks("caused")?,
             delivered: ks("delivered")?,
+            flush: livestate_record::memory::PeriodicFlush::new(livestate_record::memory::FLUSH_PERIOD),
             db,
         })
     }
@@ -245,6 +259,7 @@ impl Store {
         batch.insert(&self.meta, b"through", (last + 1).to_be_bytes());
         batch.commit().map_err(store_err)?;
         self.db.persist(PersistMode::SyncAll).map_err(store_err)?;
+        self.flush_if_due();
         Ok(events.len())
     }
 
@@ -346,6 +361,8 @@ impl Store {
     /// Store errors.
     pub fn set_delivered(&self, module: &str, cursor: u64) -> Result<(), StoreError> {
         self.delivered.insert(module.as_bytes(), cursor.to_be_bytes()).map_err(store_err)?;
-        self.db.persist(PersistMode::SyncAll).map_err(store_err)
+        self.db.persist(PersistMode::SyncAll).map_err(store_err)?;
+        self.flush_if_due();
+        Ok(())
     }
 }
