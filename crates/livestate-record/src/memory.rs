@@ -9,15 +9,12 @@
 //! written slowly fills its memtable slowly: with fjall's defaults (64 MiB memtables, a 512 MiB
 //! journal) a server under a steady load grew for the better part of an hour. So every
 //! livestate store opens with [`database`], whose journal limit of [`JOURNAL_BYTES`] flushes
-//! slowly written keyspaces once the busy ones have written that much, gives its keyspaces small
-//! memtables (record 4 MiB, lookup index 2 MiB, proposals 1 MiB), and flushes every keyspace's
-//! writes once they are [`FLUSH_PERIOD`] old ([`PeriodicFlush`]).
+//! slowly written keyspaces once the busy ones have written that much, and gives its keyspaces
+//! small memtables (record 4 MiB, lookup index 2 MiB, proposals 1 MiB).
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
-use fjall::{Database, DatabaseBuilder, Keyspace};
+use fjall::{Database, DatabaseBuilder};
 use serde::Serialize;
 
 /// Journal limit of every livestate store: once its journals hold this much, fjall flushes the
@@ -56,53 +53,5 @@ impl StoreMemory {
     /// Block cache and write buffers together.
     pub fn total_bytes(&self) -> u64 {
         self.block_cache_bytes + self.write_buffer_bytes
-    }
-}
-
-/// How old unflushed writes may get in any livestate store before they are flushed.
-pub const FLUSH_PERIOD: Duration = Duration::from_secs(30);
-
-/// Flushes a store's keyspaces once a period has passed since the last time, so memtables hold
-/// at most about two periods of writes however slowly each keyspace is written: memory reaches
-/// its level within a minute of a steady load instead of as slowly as the slowest keyspace fills.
-/// Driven by the store's writes (a store nobody writes holds nothing new); the flushes themselves
-/// run on fjall's background workers.
-#[derive(Debug)]
-pub struct PeriodicFlush {
-    period_ms: u64,
-    start: Instant,
-    /// Milliseconds after `start` of the last flush.
-    last_ms: AtomicU64,
-}
-
-impl PeriodicFlush {
-    /// Flushes every `period`.
-    pub fn new(period: Duration) -> PeriodicFlush {
-        PeriodicFlush {
-            period_ms: u64::try_from(period.as_millis()).unwrap_or(u64::MAX),
-            start: Instant::now(),
-            last_ms: AtomicU64::new(0),
-        }
-    }
-
-    /// Call after writing to the store: when a period has passed since the last flush, seals the
-    /// memtable of each keyspace holding writes, for fjall to flush (empty ones are left alone).
-    /// Returns whether it did.
-    ///
-    /// # Errors
-    /// fjall's, when the journal cannot be written (a sealed memtable starts a new one).
-    pub fn after_write<'a>(&self, keyspaces: impl IntoIterator<Item = &'a Keyspace>) -> fjall::Result<bool> {
-        let now = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let last = self.last_ms.load(Ordering::Relaxed);
-        if now.saturating_sub(last) < self.period_ms
-            || self.last_ms.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_err()
-        {
-            return Ok(false);
-        }
-        for keyspace in keyspaces {
-            // Marked hidden in fjall 3.1 (what its own memtable-size limit calls).
-            keyspace.rotate_memtable()?;
-        }
-        Ok(true)
     }
 }

@@ -45,7 +45,6 @@ pub(crate) struct Inner {
     db: Database,
     pub(crate) events: Keyspace,
     pub(crate) ids: Keyspace,
-    flush: crate::memory::PeriodicFlush,
     state: Mutex<State>,
     done: Condvar,
 }
@@ -101,7 +100,6 @@ impl Record {
                 db,
                 events,
                 ids,
-                flush: crate::memory::PeriodicFlush::new(crate::memory::FLUSH_PERIOD),
                 state: Mutex::new(State {
                     next_offset,
                     last_recorded_ms,
@@ -321,11 +319,6 @@ impl Inner {
         if wrote {
             batch.commit().map_err(fail)?;
             self.db.persist(PersistMode::SyncAll).map_err(fail)?;
-            // The batch is durable: a failure to seal memtables is only reported (the next
-            // write meets the same journal and fails properly).
-            if let Err(e) = self.flush.after_write([&self.events, &self.ids]) {
-                tracing::warn!(error = %describe(&e), "the record could not seal its memtables for a flush");
-            }
         }
         Ok((results, next, now_ms))
     }

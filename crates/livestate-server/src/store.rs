@@ -96,7 +96,6 @@ pub struct Store {
     caused: Keyspace,
     /// module → last cursor its webhook accepted.
     delivered: Keyspace,
-    flush: livestate_record::memory::PeriodicFlush,
 }
 
 fn pair(a: &str, n: u64) -> Vec<u8> {
@@ -120,17 +119,6 @@ fn text(ev: &RecordedEvent, field: &str) -> Result<String, StoreError> {
 }
 
 impl Store {
-    /// Seals the memtables for a flush once their writes are a period old (see
-    /// `livestate_record::memory::PeriodicFlush`); a failure is only reported, the write
-    /// before it being durable.
-    fn flush_if_due(&self) {
-        let keyspaces =
-            [&self.meta, &self.proposals, &self.by_offset, &self.outbox, &self.caused, &self.delivered];
-        if let Err(e) = self.flush.after_write(keyspaces) {
-            tracing::warn!(error = %e, "the proposal store could not seal its memtables for a flush");
-        }
-    }
-
     /// What the proposal store holds in memory now (block cache and unflushed writes).
     pub fn memory(&self) -> livestate_record::StoreMemory {
         livestate_record::StoreMemory::of(&self.db)
@@ -154,7 +142,6 @@ impl Store {
             outbox: ks("outbox")?,
             caused: ks("caused")?,
             delivered: ks("delivered")?,
-            flush: livestate_record::memory::PeriodicFlush::new(livestate_record::memory::FLUSH_PERIOD),
             db,
         })
     }
@@ -259,7 +246,6 @@ impl Store {
         batch.insert(&self.meta, b"through", (last + 1).to_be_bytes());
         batch.commit().map_err(store_err)?;
         self.db.persist(PersistMode::SyncAll).map_err(store_err)?;
-        self.flush_if_due();
         Ok(events.len())
     }
 
@@ -361,8 +347,6 @@ impl Store {
     /// Store errors.
     pub fn set_delivered(&self, module: &str, cursor: u64) -> Result<(), StoreError> {
         self.delivered.insert(module.as_bytes(), cursor.to_be_bytes()).map_err(store_err)?;
-        self.db.persist(PersistMode::SyncAll).map_err(store_err)?;
-        self.flush_if_due();
-        Ok(())
+        self.db.persist(PersistMode::SyncAll).map_err(store_err)
     }
 }
