@@ -37,6 +37,10 @@ pub struct StoreMemory {
     /// Keys and values in memtables (active and sealed), not yet flushed to table files. The
     /// memtables themselves take about two and a half times this.
     pub write_buffer_bytes: u64,
+    /// Memtable flushes queued and not yet started: above zero for long, flushes lag writes.
+    pub queued_flushes: usize,
+    /// Journal files (the active one and sealed ones whose writes are not all flushed yet).
+    pub journals: usize,
 }
 
 impl StoreMemory {
@@ -47,6 +51,8 @@ impl StoreMemory {
             block_cache_capacity_bytes: db.cache_capacity(),
             // Marked experimental in fjall 3.1: the sum its flush bookkeeping keeps.
             write_buffer_bytes: db.write_buffer_size(),
+            queued_flushes: db.outstanding_flushes(),
+            journals: db.journal_count(),
         }
     }
 

@@ -25,6 +25,7 @@ async fn health_reports_each_stores_block_cache_and_unflushed_writes() {
         let s = &health["stores"][store];
         assert_eq!(s["block_cache_capacity_bytes"], json!(cache_mib << 20), "{store}: {health}");
         assert!(s["block_cache_bytes"].as_u64().unwrap() <= cache_mib << 20, "{store}: {health}");
+        assert!(s["queued_flushes"].is_u64() && s["journals"].as_u64().unwrap() >= 1, "{store}: {health}");
     }
     // The event sits in the record's memtable until it fills or the journal outgrows its limit.
     assert!(health["stores"]["record"]["write_buffer_bytes"].as_u64().unwrap() > 0, "{health}");
