@@ -52,6 +52,7 @@ pub struct Index {
     cursors: Keyspace,
     /// Odd while a commit's batch is being applied, bumped before and after each: a reader
     /// that sees the same even value before and after its reads saw no part of any batch.
+    /// Sound with one writer at a time, which the index has (the derive loop).
     applied: AtomicU64,
 }
 
