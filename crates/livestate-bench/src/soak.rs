@@ -725,13 +725,7 @@ fn memory(samples: &[Sample], seconds: f64) -> Memory {
     let points: Vec<(f64, f64)> = samples.iter().map(|s| (s.at, s.pss_mib)).collect();
     let stores: Vec<(f64, f64)> = samples.iter().map(|s| (s.at, s.stores_mib)).collect();
     let heap: Vec<(f64, f64)> = samples.iter().filter_map(|s| Some((s.at, s.heap_mib?))).collect();
-    let window = window_of(seconds);
-    Memory {
-        heap_first_window_mib: window_mean(&heap, window, 2.0 * window),
-        heap_last_window_mib: window_mean(&heap, seconds - window, seconds),
-        heap_samples: heap,
-        ..memory_of(points, stores, seconds)
-    }
+    memory_of(points, stores, heap, seconds)
 }
 
 /// Mean of the samples taken between `from` and `to` seconds.
@@ -744,7 +738,13 @@ fn window_of(seconds: f64) -> f64 {
     (seconds / 5.0).min(60.0)
 }
 
-fn memory_of(points: Vec<(f64, f64)>, stores: Vec<(f64, f64)>, seconds: f64) -> Memory {
+/// Memory figures from `(seconds, MiB)` samples of PSS, the stores' memory and the heap in use.
+fn memory_of(
+    points: Vec<(f64, f64)>,
+    stores: Vec<(f64, f64)>,
+    heap: Vec<(f64, f64)>,
+    seconds: f64,
+) -> Memory {
     let window = window_of(seconds);
     let first = window_mean(&points, window, 2.0 * window);
     let last = window_mean(&points, seconds - window, seconds);
@@ -779,7 +779,9 @@ fn memory_of(points: Vec<(f64, f64)>, stores: Vec<(f64, f64)>, seconds: f64) -> 
         stores_first_window_mib: window_mean(&stores, window, 2.0 * window),
         stores_last_window_mib: window_mean(&stores, seconds - window, seconds),
         store_samples: stores,
-        ..Memory::default()
+        heap_first_window_mib: window_mean(&heap, window, 2.0 * window),
+        heap_last_window_mib: window_mean(&heap, seconds - window, seconds),
+        heap_samples: heap,
     }
 }
 
@@ -962,7 +964,7 @@ mod tests {
         // 10 minutes sampled every 5 s: 100 MiB during the warm-up minute, then a steady 120 MiB.
         let flat: Vec<(f64, f64)> =
             (0..=120).map(|i| (i as f64 * 5.0, if i < 12 { 100.0 } else { 120.0 })).collect();
-        let m = memory_of(flat, Vec::new(), 600.0);
+        let m = memory_of(flat, Vec::new(), Vec::new(), 600.0);
         assert_eq!(m.window_seconds, 60.0);
         assert_eq!((m.first_window_mib, m.last_window_mib, m.growth_mib), (120.0, 120.0, 0.0));
         assert!(m.flat && m.slope_mib_per_minute.abs() < 1e-9, "{m:?}");
@@ -973,7 +975,7 @@ mod tests {
         // so they account for 30 of the leak's ~80 MiB.
         let stores: Vec<(f64, f64)> =
             (0..=120).map(|i| (i as f64 * 5.0, 10.0 + (i as f64 / 2.0).min(30.0))).collect();
-        let m = memory_of(leak, stores, 600.0);
+        let m = memory_of(leak, stores, Vec::new(), 600.0);
         assert!(!m.flat, "{m:?}");
         assert_eq!(m.stores_last_window_mib, 40.0, "{m:?}");
         assert_eq!(m.stores_first_window_mib, 19.0, "{m:?}");
@@ -983,7 +985,7 @@ mod tests {
         // half does not grow.
         let ceiling: Vec<(f64, f64)> =
             (0..=120).map(|i| (i as f64 * 5.0, 100.0 + (i.min(48) as f64) * 2.5)).collect();
-        let m = memory_of(ceiling, Vec::new(), 600.0);
+        let m = memory_of(ceiling, Vec::new(), Vec::new(), 600.0);
         assert!(!m.flat && m.slope_mib_per_minute > 0.0, "{m:?}");
         assert!(m.second_half_slope_mib_per_minute.abs() < 1e-9, "{m:?}");
     }
