@@ -65,8 +65,11 @@ fn error_text(e: &anyhow::Error) -> String {
 }
 
 /// Threads for blocking work (file reads and writes, fjall) beyond the async workers; more work
-/// waits in tokio's queue.
-const MAX_BLOCKING_THREADS: usize = 32;
+/// waits in tokio's queue. Each thread that allocates keeps partly used allocator pages of its
+/// own, so the process's memory rose with every thread tokio added: with 32, a 6-minute soak
+/// grew 18 MiB beyond its heap as the pool filled, with 8 under 5 MiB, latencies unchanged
+/// (docs/BENCHMARKS.md, "Soak").
+const MAX_BLOCKING_THREADS: usize = 8;
 
 /// Parses `args` and runs the command.
 pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
@@ -85,7 +88,8 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         .init();
     // Paimon's file system reads each file on a blocking thread, and tokio adds one whenever all
     // are busy, up to 512, each keeping its allocator pages: a serving process grew to 230 of
-    // them in 12 minutes of soak, memory growing with them (docs/BENCHMARKS.md, "Soak").
+    // them in 12 minutes of soak, memory growing with them (docs/BENCHMARKS.md, "Soak"). Hence
+    // a small cap.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .max_blocking_threads(MAX_BLOCKING_THREADS)
         .enable_all()

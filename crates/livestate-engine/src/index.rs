@@ -83,8 +83,11 @@ fn store_err(table: &str) -> impl Fn(fjall::Error) -> EngineError + '_ {
     move |e| EngineError::Index { table: table.to_string(), message: e.to_string() }
 }
 
-/// Block cache of the index: point reads, lookups and the derivers' before-images read it.
-const CACHE_BYTES: u64 = 32 * 1024 * 1024;
+/// Block cache of the index: point reads, lookups and the derivers' before-images read it. The
+/// example company's hot rows (10,000 stock rows) take about 1 MiB; the rest is scans, which a
+/// larger cache only makes fill for longer (the soak measured 32 MiB filling at about 3 MiB a
+/// minute, docs/BENCHMARKS.md).
+const CACHE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Reads of the index checked against the commits applied meanwhile (see [`Index::view`]).
 pub struct IndexView<'a> {

@@ -1,12 +1,14 @@
-//! Every tag of a table, read a few files at a time.
+//! Every tag of a table, read a few files at a time, each by its size.
 //!
 //! The `paimon` crate's `TagManager::list_all` reads every tag file at once, and each read of a
-//! file of unknown size takes a 2 MiB buffer, so listing a table that proposals have pinned a
-//! few hundred times held hundreds of MiB for a moment, on every health check and expiry pass
-//! (docs/BENCHMARKS.md, "Soak"). These read at most [`READ_AT_ONCE`] tags at a time. A tag
-//! deleted between the listing and its read is left out.
+//! file of unknown size (`InputFile::read`) takes a 2 MiB buffer and zeroes it, so listing a
+//! table that proposals have pinned a few hundred times held hundreds of MiB for a moment, on
+//! every health check and expiry pass, and zeroed 2 MiB per tag (docs/BENCHMARKS.md, "Soak").
+//! These read at most [`READ_AT_ONCE`] tags at a time, each with a read of exactly its size. A
+//! tag deleted between the listing and its read is left out.
 
 use futures::{StreamExt, TryStreamExt};
+use paimon::io::FileRead;
 use paimon::spec::Snapshot;
 use paimon::Table;
 
@@ -37,11 +39,74 @@ pub(crate) async fn list_with_metadata(table: &Table, name: &str) -> Result<Vec<
     let tm = &tm;
     let read: Vec<Option<TagWithMetadata>> = futures::stream::iter(names)
         .map(|tag| async move {
-            let found = tm.get_with_metadata(&tag).await.map_err(paimon_err(name, "read tag"))?;
-            Ok::<_, crate::LsmError>(found.map(|(snap, created, retained)| (tag, snap, created, retained)))
+            let path = tm.tag_path(&tag);
+            let Some(bytes) = read_whole(table, &path).await.map_err(paimon_err(name, "read tag"))? else {
+                return Ok(None);
+            };
+            parse(name, &tag, &bytes).map(Some)
         })
         .buffered(READ_AT_ONCE)
         .try_collect()
         .await?;
     Ok(read.into_iter().flatten().collect())
+}
+
+/// The bytes of the file at `path`, read with one read of its size; `None` when it does not
+/// exist.
+async fn read_whole(table: &Table, path: &str) -> paimon::Result<Option<bytes::Bytes>> {
+    let input = table.file_io().new_input(path)?;
+    let size = match input.metadata().await {
+        Ok(status) => status.size,
+        Err(_) if !input.exists().await? => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if size == 0 {
+        return Ok(Some(bytes::Bytes::new()));
+    }
+    input.reader().await?.read(0..size).await.map(Some)
+}
+
+/// A tag file: the snapshot it pins, and Java Paimon's `tagCreateTime` (a `LocalDateTime`
+/// written as `[year, month, day, hour, minute, second, nanos]`, read as UTC) and
+/// `tagTimeRetained` (seconds).
+fn parse(table: &str, tag: &str, bytes: &[u8]) -> Result<TagWithMetadata> {
+    let invalid = |message: String| crate::LsmError::Refused {
+        table: table.to_string(),
+        message: format!("tag {tag}: its file is not a Paimon tag: {message}"),
+    };
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| invalid(e.to_string()))?;
+    let created = value.get("tagCreateTime").and_then(local_date_time_ms);
+    let retained = value.get("tagTimeRetained").and_then(serde_json::Value::as_f64);
+    let snapshot: Snapshot = serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
+    Ok((tag.to_string(), snapshot, created, retained))
+}
+
+/// Epoch milliseconds of a `LocalDateTime` as Jackson writes it (5 to 7 numbers).
+fn local_date_time_ms(value: &serde_json::Value) -> Option<i64> {
+    let items = value.as_array()?;
+    if !(5..=7).contains(&items.len()) {
+        return None;
+    }
+    let mut n = [0u32; 7];
+    for (slot, item) in n.iter_mut().zip(items) {
+        *slot = u32::try_from(item.as_u64()?).ok()?;
+    }
+    let date = chrono::NaiveDate::from_ymd_opt(i32::try_from(n[0]).ok()?, n[1], n[2])?;
+    let time = chrono::NaiveTime::from_hms_nano_opt(n[3], n[4], n[5], n[6])?;
+    Some(date.and_time(time).and_utc().timestamp_millis())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tag_creation_time_reads_as_jackson_writes_a_local_date_time() {
+        let full = serde_json::json!([2026, 11, 30, 18, 5, 9, 250_000_000]);
+        assert_eq!(local_date_time_ms(&full), Some(1_796_061_909_250));
+        let to_the_minute = serde_json::json!([2026, 11, 30, 18, 5]);
+        assert_eq!(local_date_time_ms(&to_the_minute), Some(1_796_061_900_000));
+        assert_eq!(local_date_time_ms(&serde_json::json!([2026, 13, 1, 0, 0])), None);
+        assert_eq!(local_date_time_ms(&serde_json::json!("2026-11-30T18:05")), None);
+    }
 }

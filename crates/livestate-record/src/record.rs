@@ -11,7 +11,7 @@ use crate::error::{describe, is_out_of_space, RecordError};
 use crate::memory::StoreMemory;
 
 /// Block cache of the record: reads mostly hit the newest events, still in memtables.
-const CACHE_BYTES: u64 = 16 * 1024 * 1024;
+const CACHE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// The outcome of appending one event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
