@@ -50,6 +50,8 @@ pub struct Index {
     firings: Keyspace,
     /// Consumer cursors (`trigger 0x00 consumer` → last acknowledged seq).
     cursors: Keyspace,
+    /// Seals every keyspace's memtable for a flush once its writes are a period old.
+    flush: livestate_record::memory::PeriodicFlush,
     /// Odd while a commit's batch is being applied, bumped before and after each: a reader
     /// that sees the same even value before and after its reads saw no part of any batch.
     /// Sound with one writer at a time, which the index has (the derive loop).
@@ -162,7 +164,8 @@ impl Index {
                 TableIndex { rows, types: t.columns.values().copied().collect(), key_idx },
             );
         }
-        Ok(Index { db, meta, tables, disarmed, firings, cursors, applied: AtomicU64::new(0) })
+        let flush = livestate_record::memory::PeriodicFlush::new(livestate_record::memory::FLUSH_PERIOD);
+        Ok(Index { db, meta, tables, disarmed, firings, cursors, flush, applied: AtomicU64::new(0) })
     }
 
     fn table(&self, name: &str) -> Result<&TableIndex, EngineError> {
@@ -258,6 +261,14 @@ impl Index {
         }
         let mode = if effects.firings.is_empty() { PersistMode::Buffer } else { PersistMode::SyncAll };
         self.db.persist(mode).map_err(store_err(table))?;
+        let keyspaces = [&self.meta, &self.disarmed, &self.firings, &self.cursors];
+        // The batch is applied: a failure to seal memtables is only reported (the next write
+        // meets the same journal and fails properly).
+        if let Err(e) =
+            self.flush.after_write(keyspaces.into_iter().chain(self.tables.values().map(|t| &t.rows)))
+        {
+            tracing::warn!(error = %e, "the lookup index could not seal its memtables for a flush");
+        }
         Ok(())
     }
 

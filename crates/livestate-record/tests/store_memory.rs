@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use fjall::KeyspaceCreateOptions;
-use livestate_record::memory::{database, JOURNAL_BYTES};
+use livestate_record::memory::{database, PeriodicFlush, JOURNAL_BYTES};
 use livestate_record::StoreMemory;
 
 /// Bytes the journal's compression of large values cannot shrink.
@@ -51,4 +51,26 @@ fn a_slowly_written_keyspace_is_flushed_once_the_journal_outgrows_its_limit() {
     }
     assert_eq!(slow.get("k").unwrap().unwrap().len(), 4096);
     assert_eq!(StoreMemory::of(&db).block_cache_capacity_bytes, 1024 * 1024);
+}
+
+#[test]
+fn writes_a_period_old_are_flushed_however_slowly_their_keyspace_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database(dir.path(), 1024 * 1024).open().unwrap();
+    let slow = db.keyspace("slow", || KeyspaceCreateOptions::default().max_memtable_size(64 << 20)).unwrap();
+    let flush = PeriodicFlush::new(Duration::from_millis(300));
+    slow.insert("k", b"v").unwrap();
+    assert!(!flush.after_write([&slow]).unwrap(), "flushed before a period had passed");
+
+    std::thread::sleep(Duration::from_millis(350));
+    assert!(flush.after_write([&slow]).unwrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while slow.table_count() == 0 || StoreMemory::of(&db).write_buffer_bytes > 0 {
+        assert!(Instant::now() < deadline, "never flushed: {:?}", StoreMemory::of(&db));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(slow.get("k").unwrap().as_deref(), Some(&b"v"[..]));
+    // The next period starts at that flush.
+    slow.insert("k2", b"v2").unwrap();
+    assert!(!flush.after_write([&slow]).unwrap());
 }
