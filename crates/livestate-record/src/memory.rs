@@ -10,7 +10,7 @@
 //! journal) a server under a steady load grew for the better part of an hour. So every
 //! livestate store opens with [`database`], whose journal limit of [`JOURNAL_BYTES`] flushes
 //! slowly written keyspaces once the busy ones have written that much, and gives its keyspaces
-//! small memtables (record 4 MiB, lookup index 2 MiB, proposals 1 MiB). The lookup index, whose
+//! small memtables (record and lookup index 2 MiB, proposals 1 MiB). The lookup index, whose
 //! dozen keyspaces are written at very different rates, also flushes every keyspace's writes
 //! once they are [`FLUSH_PERIOD`] old ([`PeriodicFlush`]): without it, its unflushed writes rose
 //! from 2 to 8 MiB over a 10-minute soak (about 20 MiB of memtables) as the slow keyspaces

@@ -77,9 +77,11 @@ impl Record {
     /// [`RecordError::Damaged`] (naming the damaged files it finds) when stored bytes fail a check.
     pub fn open(path: &Path) -> Result<Record, RecordError> {
         let db = crate::memory::database(path, CACHE_BYTES).open().map_err(RecordError::store(path))?;
-        // Writes flush to a table file at 4 MiB per keyspace (fjall's default: 64 MiB; see
-        // `crate::memory` for what a memtable costs).
-        let options = || KeyspaceCreateOptions::default().max_memtable_size(4 * 1024 * 1024);
+        // Writes flush to a table file at 2 MiB per keyspace (fjall's default: 64 MiB; see
+        // `crate::memory` for what a memtable costs): at 1,000 events/s that is a flush every
+        // few seconds, and the memtables of both keyspaces cycle within about 10 MiB (at 4 MiB
+        // they swung by twice that between two soak samples).
+        let options = || KeyspaceCreateOptions::default().max_memtable_size(2 * 1024 * 1024);
         let events = db.keyspace("events", options).map_err(RecordError::store(path))?;
         let ids = db.keyspace("ids", options).map_err(RecordError::store(path))?;
         let (next_offset, last_recorded_ms) = match events.last_key_value() {
