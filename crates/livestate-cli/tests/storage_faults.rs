@@ -204,10 +204,12 @@ fn a_write_error_after_the_first_chunk_keeps_that_chunk_and_says_where_the_recor
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("d");
     init(&dir);
-    // Two chunks of 10,000 events (one batch and fsync each); the disk fails an I/O part-way
-    // through the second (the first takes about 2.5 MB of journal).
+    // Two chunks of 10,000 events (one batch and fsync each); the disk fails a journal write
+    // part-way through the second (the first takes about 2.5 MB of journal). Only journal
+    // writes fail: a memtable flush in the background (the record's memtables hold 2 MiB) that
+    // failed instead would poison the store without the I/O error reaching the caller.
     let lines = counts("a", 20_000);
-    let fault = Fault::new("eio-write", "/d/record/", tmp.path()).after_bytes(3_500_000);
+    let fault = Fault::new("eio-write", ".jnl", tmp.path()).after_bytes(3_500_000);
     let mut emit = livestate(&dir, &["emit", "-"]);
     fault.inject(&mut emit);
     let out = run(&mut emit, Some(&lines));

@@ -21,7 +21,7 @@ async fn health_reports_each_stores_block_cache_and_unflushed_writes() {
     let health = server.client("agent:procurement").health().await.unwrap();
     assert_eq!(health["status"], json!("ok"), "{health}");
     assert_eq!(health["record_next_offset"], json!(1), "{health}");
-    for (store, cache_mib) in [("record", 16u64), ("index", 32), ("proposals", 8)] {
+    for (store, cache_mib) in [("record", 8u64), ("index", 8), ("proposals", 4)] {
         let s = &health["stores"][store];
         assert_eq!(s["block_cache_capacity_bytes"], json!(cache_mib << 20), "{store}: {health}");
         assert!(s["block_cache_bytes"].as_u64().unwrap() <= cache_mib << 20, "{store}: {health}");
