@@ -85,12 +85,6 @@ fn store_err(table: &str) -> impl Fn(fjall::Error) -> EngineError + '_ {
     move |e| EngineError::Index { table: table.to_string(), message: e.to_string() }
 }
 
-/// Block cache of the index: point reads, lookups and the derivers' before-images read it. The
-/// example company's hot rows (10,000 stock rows) take about 1 MiB; the rest is scans, which a
-/// larger cache only makes fill for longer (the soak measured 32 MiB filling at about 3 MiB a
-/// minute, docs/BENCHMARKS.md).
-const CACHE_BYTES: u64 = 8 * 1024 * 1024;
-
 /// Reads of the index checked against the commits applied meanwhile (see [`Index::view`]).
 pub struct IndexView<'a> {
     index: &'a Index,
@@ -148,8 +142,9 @@ impl Index {
     /// # Errors
     /// The store cannot be opened.
     pub fn open(path: &Path, spec: &CompanySpec) -> Result<Index, EngineError> {
-        let db =
-            livestate_record::memory::database(path, CACHE_BYTES).open().map_err(store_err("(index)"))?;
+        let db = livestate_record::memory::database(path, livestate_record::memory::INDEX_CACHE_BYTES)
+            .open()
+            .map_err(store_err("(index)"))?;
         let ks = |name: &str| db.keyspace(name, keyspace_options).map_err(store_err("(index)"));
         let (meta, disarmed, firings, cursors) =
             (ks("meta")?, ks("disarmed")?, ks("firings")?, ks("cursors")?);

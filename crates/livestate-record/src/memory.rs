@@ -27,6 +27,16 @@ use serde::Serialize;
 /// memtables holding the oldest writes (fjall's minimum; its default is 512 MiB).
 pub const JOURNAL_BYTES: u64 = 64 * 1024 * 1024;
 
+/// Block cache of the record. Reads mostly hit the newest events, still in memtables.
+pub const RECORD_CACHE_BYTES: u64 = 8 * 1024 * 1024;
+/// Block cache of the lookup index. Point reads, lookups and the derivers' before-images read
+/// it; the example company's hot rows (10,000 stock rows) take about 1 MiB and the rest is
+/// scans, which a larger cache only makes fill for longer (the soak measured 32 MiB filling at
+/// about 3 MiB a minute, docs/BENCHMARKS.md).
+pub const INDEX_CACHE_BYTES: u64 = 8 * 1024 * 1024;
+/// Block cache of the proposal store: proposals are few and small.
+pub const PROPOSALS_CACHE_BYTES: u64 = 4 * 1024 * 1024;
+
 /// A builder for the fjall database in `path` with a block cache of `cache_bytes` and the
 /// journal limit [`JOURNAL_BYTES`].
 pub fn database(path: &Path, cache_bytes: u64) -> DatabaseBuilder<Database> {

@@ -10,9 +10,6 @@ use crate::entry::{NewEvent, RecordedEvent};
 use crate::error::{describe, is_out_of_space, RecordError};
 use crate::memory::StoreMemory;
 
-/// Block cache of the record: reads mostly hit the newest events, still in memtables.
-const CACHE_BYTES: u64 = 8 * 1024 * 1024;
-
 /// The outcome of appending one event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Appended {
@@ -76,7 +73,9 @@ impl Record {
     /// [`RecordError::Store`] when the store cannot be opened or recovered;
     /// [`RecordError::Damaged`] (naming the damaged files it finds) when stored bytes fail a check.
     pub fn open(path: &Path) -> Result<Record, RecordError> {
-        let db = crate::memory::database(path, CACHE_BYTES).open().map_err(RecordError::store(path))?;
+        let db = crate::memory::database(path, crate::memory::RECORD_CACHE_BYTES)
+            .open()
+            .map_err(RecordError::store(path))?;
         // Writes flush to a table file at 2 MiB per keyspace (fjall's default: 64 MiB; see
         // `crate::memory` for what a memtable costs): at 1,000 events/s that is a flush every
         // few seconds, and the memtables of both keyspaces cycle within about 10 MiB (at 4 MiB

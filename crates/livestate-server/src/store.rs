@@ -129,8 +129,9 @@ impl Store {
     /// # Errors
     /// The store cannot be opened.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        // Proposals are few and small: a small block cache.
-        let db = livestate_record::memory::database(path, 4 * 1024 * 1024).open().map_err(store_err)?;
+        let db = livestate_record::memory::database(path, livestate_record::memory::PROPOSALS_CACHE_BYTES)
+            .open()
+            .map_err(store_err)?;
         // Writes flush to a table file at 1 MiB per keyspace (fjall's default: 64 MiB; see
         // `livestate_record::memory` for what a memtable costs).
         let options = || KeyspaceCreateOptions::default().max_memtable_size(1024 * 1024);

@@ -21,10 +21,13 @@ async fn health_reports_each_stores_block_cache_and_unflushed_writes() {
     let health = server.client("agent:procurement").health().await.unwrap();
     assert_eq!(health["status"], json!("ok"), "{health}");
     assert_eq!(health["record_next_offset"], json!(1), "{health}");
-    for (store, cache_mib) in [("record", 8u64), ("index", 8), ("proposals", 4)] {
+    use livestate_record::memory::{INDEX_CACHE_BYTES, PROPOSALS_CACHE_BYTES, RECORD_CACHE_BYTES};
+    for (store, cache) in
+        [("record", RECORD_CACHE_BYTES), ("index", INDEX_CACHE_BYTES), ("proposals", PROPOSALS_CACHE_BYTES)]
+    {
         let s = &health["stores"][store];
-        assert_eq!(s["block_cache_capacity_bytes"], json!(cache_mib << 20), "{store}: {health}");
-        assert!(s["block_cache_bytes"].as_u64().unwrap() <= cache_mib << 20, "{store}: {health}");
+        assert_eq!(s["block_cache_capacity_bytes"], json!(cache), "{store}: {health}");
+        assert!(s["block_cache_bytes"].as_u64().unwrap() <= cache, "{store}: {health}");
         assert!(s["queued_flushes"].is_u64() && s["journals"].as_u64().unwrap() >= 1, "{store}: {health}");
     }
     // The event sits in the record's memtable until it fills or the journal outgrows its limit.
