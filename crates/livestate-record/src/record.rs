@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 
+use fjall::config::PartitioningPolicy;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
 use crate::entry::{NewEvent, RecordedEvent};
@@ -58,6 +59,26 @@ struct State {
     stats: RecordStats,
 }
 
+/// How the `ids` keyspace lays out its bloom filters: one whole filter per table file at level 0,
+/// 4 KiB partitions from level 1 on.
+///
+/// Every append asks the `ids` keyspace whether each event's id is already recorded, and almost
+/// every answer is no, which the table files' bloom filters give without reading data. By
+/// fjall's default a table file below level 0 has one filter block, not pinned in memory, of
+/// about 1.25 bytes per id: a megabyte or more once tables reach their full size. With the
+/// record's small block cache, which the events read by derivation keep churning, each check
+/// loaded and checksummed whole filter blocks again. In a 60-minute soak, from minute 11 on,
+/// half the server's CPU went to this, and it took 632 of the 1,000 events a second asked of it
+/// (docs/BENCHMARKS.md, "Soak"). A partitioned filter keeps a small top-level index pinned and
+/// loads one 4 KiB partition per check. Level 0 keeps fjall's default: one whole filter per
+/// table, pinned, small because level-0 tables are flushed memtables.
+///
+/// fjall stores a keyspace's options when it creates the keyspace, so a record created before
+/// this layout keeps whole filters.
+pub(crate) fn ids_filter_partitioning() -> PartitioningPolicy {
+    PartitioningPolicy::new([false, true])
+}
+
 fn offset_key(offset: u64) -> [u8; 8] {
     offset.to_be_bytes()
 }
@@ -82,7 +103,9 @@ impl Record {
         // they swung by twice that between two soak samples).
         let options = || KeyspaceCreateOptions::default().max_memtable_size(2 * 1024 * 1024);
         let events = db.keyspace("events", options).map_err(RecordError::store(path))?;
-        let ids = db.keyspace("ids", options).map_err(RecordError::store(path))?;
+        let ids = db
+            .keyspace("ids", || options().filter_block_partitioning_policy(ids_filter_partitioning()))
+            .map_err(RecordError::store(path))?;
         let (next_offset, last_recorded_ms) = match events.last_key_value() {
             None => (0, 0),
             Some(kv) => {
@@ -368,5 +391,61 @@ impl Inner {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(i: u64) -> NewEvent {
+        let mut data = serde_json::Map::new();
+        data.insert("qty".into(), serde_json::json!(i));
+        NewEvent {
+            id: format!("evt-{i:08}"),
+            event_type: "inventory.stock_counted".into(),
+            occurred_at: "2026-01-01T00:00:00.000Z".into(),
+            causation: None,
+            data,
+        }
+    }
+
+    #[test]
+    fn the_ids_keyspace_partitions_its_filters_from_level_1_and_keeps_them_so_after_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        for _ in 0..2 {
+            let r = Record::open(dir.path()).unwrap();
+            let policy = &r.inner.ids.config.filter_block_partitioning_policy;
+            assert_eq!(policy, &ids_filter_partitioning());
+            assert_eq!(&policy[..], &[false, true], "whole at level 0, partitioned from level 1 on");
+            // The events keyspace is read by offset ranges, never checked for absent keys.
+            assert_ne!(&r.inner.events.config.filter_block_partitioning_policy, &ids_filter_partitioning());
+        }
+    }
+
+    #[test]
+    fn ids_compacted_into_partitioned_filters_are_still_found_as_duplicates() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Record::open(dir.path()).unwrap();
+        let n = 20_000u64;
+        for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+            r.append(chunk.iter().map(|&i| ev(i)).collect()).unwrap();
+        }
+        // Into table files, then into the last level, where every filter is partitioned.
+        r.inner.ids.rotate_memtable_and_wait().unwrap();
+        r.inner.ids.major_compact().unwrap();
+        assert!(r.inner.ids.table_count() >= 1);
+        // Re-sent ids (every 97th, across the whole key range) are duplicates at their offsets;
+        // new ids are appended after the last.
+        let resent: Vec<u64> = (0..n).step_by(97).collect();
+        let mut batch: Vec<NewEvent> = resent.iter().map(|&i| ev(i)).collect();
+        batch.extend((n..n + 10).map(ev));
+        let out = r.append(batch).unwrap();
+        for (a, &i) in out.iter().zip(&resent) {
+            assert_eq!(*a, Appended { offset: i, duplicate: true }, "event {i}");
+        }
+        let fresh: Vec<Appended> = out[resent.len()..].to_vec();
+        assert_eq!(fresh, (n..n + 10).map(|o| Appended { offset: o, duplicate: false }).collect::<Vec<_>>());
+        assert_eq!(r.next_offset(), n + 10);
     }
 }
