@@ -64,11 +64,10 @@ struct State {
 ///
 /// Every append asks the `ids` keyspace whether each event's id is already recorded, and almost
 /// every answer is no, which the table files' bloom filters give without reading data. By
-/// fjall's default a table file below level 0 has one filter block, not pinned in memory, of
-/// about 1.25 bytes per id: a megabyte or more once tables reach their full size. With the
-/// record's small block cache, which the events read by derivation keep churning, each check
-/// loaded and checksummed whole filter blocks again. In a 60-minute soak, from minute 11 on,
-/// half the server's CPU went to this, and it took 632 of the 1,000 events a second asked of it
+/// fjall's default a table file below level 0 has one filter block of about 1.25 bytes per id,
+/// not pinned in memory, and with the record's small block cache each check loaded and
+/// checksummed whole filter blocks again. In a 60-minute soak, by minute 21 half the server's
+/// CPU went to this, and it took 632 of the 1,000 events a second asked of it
 /// (docs/BENCHMARKS.md, "Soak"). A partitioned filter keeps a small top-level index pinned and
 /// loads one 4 KiB partition per check. Level 0 keeps fjall's default: one whole filter per
 /// table, pinned, small because level-0 tables are flushed memtables.
