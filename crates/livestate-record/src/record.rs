@@ -69,8 +69,8 @@ struct State {
 /// checksummed whole filter blocks again. In a 60-minute soak, by minute 21 half the server's
 /// CPU went to this, and it took 632 of the 1,000 events a second asked of it
 /// (docs/BENCHMARKS.md, "Soak"). A partitioned filter keeps a small top-level index pinned and
-/// loads one 4 KiB partition per check. Level 0 keeps fjall's default: one whole filter per
-/// table, pinned, small because level-0 tables are flushed memtables.
+/// loads one 4 KiB partition per check. Level 0 keeps fjall's default (pinned), small because
+/// level-0 tables are flushed memtables.
 ///
 /// fjall stores a keyspace's options when it creates the keyspace, so a record created before
 /// this layout keeps whole filters.
