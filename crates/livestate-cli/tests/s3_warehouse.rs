@@ -70,12 +70,15 @@ impl S3Server {
         self.boto(&format!("s3.create_bucket(Bucket='{bucket}')"));
     }
 
-    /// Every snapshot object below `prefix` with its ETag.
+    /// Every snapshot object below `prefix` with its ETag. A `snapshot-N.tmp-…` object is a commit
+    /// in flight (the paimon crate writes one, then deletes it when S3 refuses the rename), not a
+    /// snapshot: a writer resumed inside its commit removes it.
     fn snapshots(&self, bucket: &str, prefix: &str) -> BTreeMap<String, String> {
         let out = self.boto(&format!(
             "p = s3.get_paginator('list_objects_v2')\n\
              out = {{o['Key']: o['ETag'] for page in p.paginate(Bucket='{bucket}', Prefix='{prefix}') \
-             for o in page.get('Contents', []) if '/snapshot/snapshot-' in o['Key']}}\n\
+             for o in page.get('Contents', []) \
+             if '/snapshot/snapshot-' in o['Key'] and '.tmp-' not in o['Key']}}\n\
              print(json.dumps(out))"
         ));
         serde_json::from_str(&out).unwrap()
