@@ -59,6 +59,43 @@ pub fn pss_kib(pid: u32) -> Option<u64> {
     field(&text, "VmRSS:")
 }
 
+/// A process's PSS split by what backs it (KiB, from `/proc/PID/smaps_rollup`): anonymous
+/// memory (heap, stacks, what the allocator holds) and file-backed pages (the binary's code,
+/// libraries, mapped files). `None` once the process is gone or on a kernel without the split.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PssParts {
+    pub anon_kib: u64,
+    pub file_kib: u64,
+}
+
+impl std::ops::Add for PssParts {
+    type Output = PssParts;
+    fn add(self, o: PssParts) -> PssParts {
+        PssParts { anon_kib: self.anon_kib + o.anon_kib, file_kib: self.file_kib + o.file_kib }
+    }
+}
+
+impl std::iter::Sum for PssParts {
+    fn sum<I: Iterator<Item = PssParts>>(iter: I) -> PssParts {
+        iter.fold(PssParts::default(), std::ops::Add::add)
+    }
+}
+
+/// See [`PssParts`].
+pub fn pss_parts(pid: u32) -> Option<PssParts> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    let field = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    Some(PssParts {
+        anon_kib: field("Pss_Anon:")?,
+        file_kib: field("Pss_File:")? + field("Pss_Shmem:").unwrap_or(0),
+    })
+}
+
 /// `root` and every process descended from it.
 pub fn tree(root: u32) -> Vec<u32> {
     let mut parent_of = Vec::new();
@@ -105,6 +142,10 @@ mod tests {
     fn this_process_has_memory_and_is_in_its_own_tree() {
         let me = std::process::id();
         assert!(pss_kib(me).is_some_and(|k| k > 0));
+        if let Some(parts) = pss_parts(me) {
+            assert!(parts.anon_kib > 0 && parts.file_kib > 0, "{parts:?}");
+            assert!(parts.anon_kib + parts.file_kib <= pss_kib(me).unwrap() + 1024, "{parts:?}");
+        }
         assert_eq!(tree(me)[0], me);
         assert!(own_peak_rss_mib() > 0.0);
     }

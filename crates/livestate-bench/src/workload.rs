@@ -38,6 +38,8 @@ pub struct Generator {
     seq: u64,
     next_order: u64,
     open: Vec<(String, usize, i64)>,
+    /// At most this many orders open at once (`None`: no bound).
+    book: Option<usize>,
     start_ms: i64,
 }
 
@@ -52,8 +54,31 @@ impl Generator {
             seq: 0,
             next_order: 0,
             open: Vec::new(),
+            book: None,
             start_ms: 1_772_438_400_000, // 2026-03-02T08:00:00Z
         }
+    }
+
+    /// At most `n` orders open at once: once the book holds `n`, a draw that would place an
+    /// order closes one instead, so placements and closings balance and the book stays at about
+    /// `n` orders, as a business's does. Default: no bound; the book then grows by about 4 % of
+    /// the events (15 % place an order, 11 % close one), the workload every contender of the
+    /// comparison gets. Until the book is full the stream is the unbounded one.
+    pub fn with_order_book(mut self, n: usize) -> Generator {
+        self.book = Some(n);
+        self
+    }
+
+    /// Orders open now.
+    pub fn open_orders(&self) -> usize {
+        self.open.len()
+    }
+
+    /// An order placed at a random item-location, whatever the draw (to fill the book before a
+    /// run).
+    pub fn place_order(&mut self) -> Value {
+        let (item, loc) = key(self.rng.below(self.item_locations as u64) as usize);
+        self.order_placed(item, loc)
     }
 
     fn envelope(&mut self, ty: &str, data: Value) -> Value {
@@ -103,21 +128,11 @@ impl Generator {
                     json!({"item": item, "location": loc, "inbound": inbound}),
                 )
             }
-            70..85 => self.order_placed(item, loc),
-            85..96 if !self.open.is_empty() => {
-                let (order_id, at, qty) =
-                    self.open.swap_remove(self.rng.below(self.open.len() as u64) as usize);
-                let (item, loc) = key(at);
-                let ty = if self.rng.below(4) == 0 {
-                    "commerce.order_cancelled"
-                } else {
-                    "commerce.order_shipped"
-                };
-                self.envelope(
-                    ty,
-                    json!({"order_id": order_id, "line": 1, "item": item, "location": loc, "qty": qty}),
-                )
+            70..85 if self.book.is_some_and(|n| self.open.len() >= n) && !self.open.is_empty() => {
+                self.order_closed()
             }
+            70..85 => self.order_placed(item, loc),
+            85..96 if !self.open.is_empty() => self.order_closed(),
             85..96 => self.order_placed(item, loc),
             _ => {
                 let job = format!("job-{:06}", self.rng.below(self.jobs as u64) + 1);
@@ -131,6 +146,14 @@ impl Generator {
                 self.envelope("operations.job_status_changed", data)
             }
         }
+    }
+
+    /// A random open order shipped (three in four) or cancelled.
+    fn order_closed(&mut self) -> Value {
+        let (order_id, at, qty) = self.open.swap_remove(self.rng.below(self.open.len() as u64) as usize);
+        let (item, loc) = key(at);
+        let ty = if self.rng.below(4) == 0 { "commerce.order_cancelled" } else { "commerce.order_shipped" };
+        self.envelope(ty, json!({"order_id": order_id, "line": 1, "item": item, "location": loc, "qty": qty}))
     }
 
     fn order_placed(&mut self, item: String, loc: &str) -> Value {
@@ -173,6 +196,38 @@ mod tests {
         for t in ["commerce.order_placed", "commerce.order_shipped", "operations.job_status_changed"] {
             assert!(types.contains(t), "{t} missing from {types:?}");
         }
+    }
+
+    #[test]
+    fn a_bounded_book_stays_at_its_size_and_is_the_unbounded_stream_until_full() {
+        let (mut free, mut bounded) =
+            (Generator::new(5, 300, "e"), Generator::new(5, 300, "e").with_order_book(200));
+        let mut same = 0;
+        loop {
+            let (a, b) = (free.next_event(), bounded.next_event());
+            if bounded.open_orders() >= 200 {
+                break;
+            }
+            assert_eq!(a, b, "event {same} differs before the book is full");
+            same += 1;
+        }
+        assert!(same > 1000, "the book filled after {same} events");
+        let mut placed: i32 = 0;
+        let mut closed: i32 = 0;
+        for _ in 0..50_000 {
+            match bounded.next_event()["type"].as_str().unwrap() {
+                "commerce.order_placed" => placed += 1,
+                "commerce.order_shipped" | "commerce.order_cancelled" => closed += 1,
+                _ => {}
+            }
+            assert!(bounded.open_orders() <= 200, "the book outgrew its bound");
+        }
+        assert!(bounded.open_orders() >= 190, "the book stays full: {}", bounded.open_orders());
+        assert!((placed - closed).abs() <= 10 && placed > 5000, "placed {placed}, closed {closed}");
+        let before = bounded.open_orders();
+        let e = bounded.place_order();
+        assert_eq!(e["type"], "commerce.order_placed");
+        assert_eq!(bounded.open_orders(), before + 1);
     }
 
     #[test]

@@ -25,6 +25,8 @@ fn short_soak_serves_a_steady_load_without_errors_within_budget_and_samples_memo
             "1",
             "--item-locations",
             "600",
+            "--order-book",
+            "300",
         ])
         .arg("--json")
         .arg(&json)
@@ -88,8 +90,24 @@ fn short_soak_serves_a_steady_load_without_errors_within_budget_and_samples_memo
     assert!(m["first_window_mib"].as_f64().unwrap() > 10.0, "{m}");
     assert!(m["last_window_mib"].as_f64().unwrap() > 10.0, "{m}");
     assert!(m["flat"].is_boolean());
+    // The PSS is split into anonymous and file-backed memory (this kernel reports both).
+    let anon = m["anon_last_window_mib"].as_f64().unwrap();
+    let file = m["file_last_window_mib"].as_f64().unwrap();
+    assert!(anon > 5.0 && file > 1.0, "{m}");
+    assert!(anon + file <= m["last_window_mib"].as_f64().unwrap() + 1.0, "{m}");
+    // The order book was filled before the run and held at its bound throughout.
+    let open = r["open_orders_at_end"].as_u64().unwrap();
+    assert_eq!(r["order_book"], 300);
+    assert!((250..=300).contains(&open), "{open} orders open at the end of a book of 300");
     // The report prints each part.
-    for part in ["memory (PSS of the server)", "| stock |", "POST /v1/proposals", "events acknowledged"] {
+    for part in [
+        "memory (PSS of the server)",
+        "| anonymous (heap",
+        "order book held at 300",
+        "| stock |",
+        "POST /v1/proposals",
+        "events acknowledged",
+    ] {
         assert!(stdout.contains(part), "no `{part}` in:\n{stdout}");
     }
     // The exit code says whether the run was healthy: no error, every table within its budget

@@ -116,6 +116,18 @@ impl IndexView<'_> {
         self.index.rows(table)
     }
 
+    /// As [`Index::rows_matching`].
+    ///
+    /// # Errors
+    /// Store errors, or a stored row that does not decode.
+    pub fn rows_matching<'v>(
+        &self,
+        table: &str,
+        values: impl IntoIterator<Item = &'v Value>,
+    ) -> Result<Vec<Vec<Value>>, EngineError> {
+        self.index.rows_matching(table, values)
+    }
+
     /// Whether no commit was being applied when the view was taken and none has been applied
     /// since: then everything read through it belongs to the commit its meta names.
     pub fn unchanged(&self) -> bool {
@@ -313,6 +325,36 @@ impl Index {
         for kv in t.rows.iter() {
             let (_, v) = kv.into_inner().map_err(store_err(table))?;
             out.push(decode_row(table, &t.types, &v)?);
+        }
+        Ok(out)
+    }
+
+    /// The rows indexed for `table` that may hold every one of `values` in some column, in
+    /// key-byte order: a row whose stored bytes do not contain a value's encoding cannot hold it
+    /// and is skipped without being decoded. Only strings, integers and booleans narrow the scan
+    /// (each has exactly one encoding); the caller still compares the columns it means.
+    ///
+    /// # Errors
+    /// Store errors, or a stored row that does not decode.
+    pub fn rows_matching<'v>(
+        &self,
+        table: &str,
+        values: impl IntoIterator<Item = &'v Value>,
+    ) -> Result<Vec<Vec<Value>>, EngineError> {
+        let needles: Vec<Vec<u8>> = values
+            .into_iter()
+            .filter(|v| matches!(v, Value::String(_) | Value::Int(_) | Value::Bool(_)))
+            .map(|v| serde_json::to_vec(&v.to_json()).expect("values encode"))
+            .collect();
+        let finders: Vec<memchr::memmem::Finder<'_>> =
+            needles.iter().map(memchr::memmem::Finder::new).collect();
+        let t = self.table(table)?;
+        let mut out = Vec::new();
+        for kv in t.rows.iter() {
+            let (_, v) = kv.into_inner().map_err(store_err(table))?;
+            if finders.iter().all(|f| f.find(&v).is_some()) {
+                out.push(decode_row(table, &t.types, &v)?);
+            }
         }
         Ok(out)
     }

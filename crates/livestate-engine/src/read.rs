@@ -279,11 +279,70 @@ pub async fn read(
     lag: &LagSource<'_>,
     index: Option<&Index>,
 ) -> Result<Rows, EngineError> {
+    read_where(catalog, spec, req, None, lag, index).await
+}
+
+/// As [`read`], keeping only the rows `condition` holds for (see [`Rows::select`]). The
+/// `column == literal` terms the condition requires ([`Expr::required_equalities`]) narrow the
+/// read first, as `column = value` filters do: the lookup index skips the rows whose stored
+/// bytes cannot hold those values without decoding them, answers by key when they name the
+/// whole primary key, and a Paimon scan gets them as predicates.
+///
+/// # Errors
+/// As [`read`]; [`EngineError::BadRequest`] when the condition fails on a row (an overflow,
+/// say).
+pub async fn read_where(
+    catalog: &FileSystemCatalog,
+    spec: &CompanySpec,
+    req: &ReadRequest,
+    condition: Option<&Expr>,
+    lag: &LagSource<'_>,
+    index: Option<&Index>,
+) -> Result<Rows, EngineError> {
+    let named = table_spec(spec, &req.table)?;
+    let mut filters: Vec<(usize, Value)> =
+        req.keys.iter().map(|(c, v)| parse_filter(named, c, v)).collect::<Result<_, _>>()?;
+    if let Some(c) = condition {
+        filters.extend(required_filters(named, c));
+    }
+    let mut rows = read_filtered(catalog, spec, req, &filters, lag, index).await?;
+    rows.select(condition, None)?;
+    Ok(rows)
+}
+
+/// The equalities `condition` requires that are filters on `ts`'s columns: a literal of the
+/// column's own type, compared exactly (a decimal or timestamp may equal a value spelled
+/// otherwise, an int column compared with a decimal literal is left to the condition).
+fn required_filters(ts: &TableSpec, condition: &Expr) -> Vec<(usize, Value)> {
+    use livestate_spec::ValueType;
+    condition
+        .required_equalities()
+        .into_iter()
+        .filter_map(|(name, v)| {
+            let idx = ts.columns.get_index_of(name)?;
+            let exact = matches!(
+                (ts.columns[idx], v),
+                (ValueType::String, Value::String(_))
+                    | (ValueType::Int, Value::Int(_))
+                    | (ValueType::Bool, Value::Bool(_))
+            );
+            exact.then(|| (idx, v.clone()))
+        })
+        .collect()
+}
+
+async fn read_filtered(
+    catalog: &FileSystemCatalog,
+    spec: &CompanySpec,
+    req: &ReadRequest,
+    filters: &[(usize, Value)],
+    lag: &LagSource<'_>,
+    index: Option<&Index>,
+) -> Result<Rows, EngineError> {
     let named = table_spec(spec, &req.table)?;
     // The index holds only the tables livestate derives.
     let index = index.filter(|_| named.derived_here());
-    let filters: Vec<(usize, Value)> =
-        req.keys.iter().map(|(c, v)| parse_filter(named, c, v)).collect::<Result<_, _>>()?;
+    let filters = filters.to_vec();
     if matches!(req.at, At::Latest) {
         if let Some(rows) = latest_from_index(named, &filters, index, lag)? {
             return Ok(rows);
@@ -483,7 +542,7 @@ fn from_index(
         let Some(meta) = view.meta(&ts.name)?.filter(|m| reflects(m)) else { return Ok(None) };
         let rows = match &key {
             Some(key) => view.get(&ts.name, key)?.into_iter().collect(),
-            None => view.rows(&ts.name)?,
+            None => view.rows_matching(&ts.name, filters.iter().map(|(_, v)| v))?,
         };
         if view.unchanged() {
             return Ok(Some((

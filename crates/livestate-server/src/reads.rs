@@ -9,7 +9,7 @@ use axum::http::header;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use livestate_engine::read::{parse_where, read};
+use livestate_engine::read::{parse_where, read_where};
 use livestate_engine::{At, EngineError, ReadRequest, Rows};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -52,8 +52,16 @@ pub(crate) async fn read_rows(
         None => None,
     };
     let req = ReadRequest { table: table.to_string(), keys, at };
-    let mut rows = read(&s.ls.catalog, &s.ls.spec, &req, &s.ls.lag_source(), Some(&s.ls.index)).await?;
-    rows.select(condition.as_ref(), Some(limit.unwrap_or(DEFAULT_LIMIT)))?;
+    let mut rows = read_where(
+        &s.ls.catalog,
+        &s.ls.spec,
+        &req,
+        condition.as_ref(),
+        &s.ls.lag_source(),
+        Some(&s.ls.index),
+    )
+    .await?;
+    rows.select(None, Some(limit.unwrap_or(DEFAULT_LIMIT)))?;
     Ok(rows)
 }
 

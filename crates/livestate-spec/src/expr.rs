@@ -249,6 +249,32 @@ impl Expr {
         }
     }
 
+    /// The `name == literal` terms (either way round, literal not null) joined by the
+    /// condition's top-level `and`s: a row the condition holds for has every one of these
+    /// values. Empty when the top is anything else (`or`, `not`, a comparison other than `==`).
+    /// A reader may use them to skip rows before evaluating the whole condition.
+    pub fn required_equalities(&self) -> Vec<(&str, &Value)> {
+        let mut out = Vec::new();
+        self.collect_equalities(&mut out);
+        out
+    }
+
+    fn collect_equalities<'a>(&'a self, out: &mut Vec<(&'a str, &'a Value)>) {
+        match self {
+            Expr::Binary(BinOp::And, a, b) => {
+                a.collect_equalities(out);
+                b.collect_equalities(out);
+            }
+            Expr::Binary(BinOp::Eq, a, b) => match (&**a, &**b) {
+                (Expr::Name(n), Expr::Literal(v)) | (Expr::Literal(v), Expr::Name(n)) if !v.is_null() => {
+                    out.push((n, v));
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+
     /// Evaluates a condition: true only when the expression yields `true`.
     ///
     /// # Errors
@@ -613,6 +639,40 @@ impl Parser {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn required_equalities_are_the_top_level_and_terms_comparing_a_name_with_a_literal() {
+        let eq = |src: &str| {
+            let e = Expr::parse(src).unwrap();
+            e.required_equalities().into_iter().map(|(n, v)| (n.to_string(), v.clone())).collect::<Vec<_>>()
+        };
+        let s = |v: &str| Value::String(v.into());
+        assert_eq!(eq("item == 'bolt'"), vec![("item".into(), s("bolt"))]);
+        assert_eq!(
+            eq("'north' == location and qty > 2 and (line == 1 and done == false)"),
+            vec![
+                ("location".into(), s("north")),
+                ("line".into(), Value::Int(1)),
+                ("done".into(), Value::Bool(false))
+            ]
+        );
+        for none in [
+            "item == 'bolt' or item == 'nut'",
+            "not (item == 'bolt')",
+            "item != 'bolt'",
+            "item == null",
+            "item == other",
+            "qty + 1 == 3",
+        ] {
+            assert_eq!(eq(none), Vec::new(), "{none}");
+        }
+        // Every row the condition holds for has the required values.
+        let e = Expr::parse("status == 'blocked' and on_hand > 3").unwrap();
+        assert!(e.holds(&env).unwrap());
+        for (n, v) in e.required_equalities() {
+            assert_eq!(env(n).as_ref(), Some(v));
+        }
+    }
 
     fn env(name: &str) -> Option<Value> {
         match name {
