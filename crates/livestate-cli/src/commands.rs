@@ -384,7 +384,7 @@ async fn tables(dir: &Path, json: bool) -> anyhow::Result<()> {
     let ctx = ReadCtx::open(dir).await?;
     let infos = {
         let (spec, catalog, lag) = ctx.parts();
-        read::tables(catalog, spec, &lag).await
+        read::tables(catalog, spec, &lag, None).await
     };
     ctx.close().await?;
     let infos = infos?;

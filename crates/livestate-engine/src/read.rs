@@ -688,7 +688,9 @@ fn sort_by_key(ts: &TableSpec, rows: &mut [Vec<Value>]) {
     });
 }
 
-/// Health of every state table.
+/// Health of every state table. `maintainers` (by table name) are the long-lived maintainers
+/// of a serving process, whose tag caches spare re-reading every tag file; a table without one
+/// gets a new maintainer.
 ///
 /// # Errors
 /// Paimon errors.
@@ -696,6 +698,7 @@ pub async fn tables(
     catalog: &FileSystemCatalog,
     spec: &CompanySpec,
     lag: &LagSource<'_>,
+    maintainers: Option<&HashMap<String, livestate_lsm::Maintainer>>,
 ) -> Result<Vec<TableInfo>, EngineError> {
     let mut out = Vec::new();
     for ts in spec.tables.values() {
@@ -708,11 +711,14 @@ pub async fn tables(
             .await
             .map_err(paimon_err(&full, "read snapshot"))?
             .and_then(|s| s.total_record_count());
-        let maintainer = livestate_lsm::Maintainer::new(
-            table.clone(),
-            full.clone(),
-            livestate_lsm::CommitLock::default(),
-        )?;
+        let maintainer = match maintainers.and_then(|m| m.get(&ts.name)) {
+            Some(m) => m.clone(),
+            None => livestate_lsm::Maintainer::new(
+                table.clone(),
+                full.clone(),
+                livestate_lsm::CommitLock::default(),
+            )?,
+        };
         let health = match maintainer.health().await {
             Ok(h) => h,
             Err(e) => return Err(diagnose(&table, &full, None, e.into()).await),

@@ -240,8 +240,9 @@ impl TableSink {
         let commit = wb.new_commit();
         let schema = rows::write_schema(&table, with_kind).map_err(paimon_err(&full, "schema"))?;
         let commit_lock = CommitLock::default();
-        let maintainer =
-            Maintainer::new(table.clone(), full.clone(), commit_lock.clone())?.with_fence(fence.clone());
+        let maintainer = Maintainer::new(table.clone(), full.clone(), commit_lock.clone())?
+            .with_fence(fence.clone())
+            .with_tag_cache();
         Ok(TableSink {
             name: full,
             table,

@@ -54,7 +54,6 @@ impl Maintainer {
         let _expiring = self.expiring.lock().await;
         let name = self.name.as_str();
         let sm = self.table.snapshot_manager();
-        let tm = self.table.tag_manager();
         let mut report = ExpireReport::default();
         let mut paths = None;
         let ids = sm.list_all_ids().await.map_err(paimon_err(name, "list snapshots"))?;
@@ -66,7 +65,7 @@ impl Maintainer {
         // Tags: which expire, and what the kept ones hold on to. A tag on a snapshot at or
         // after `target` needs nothing beyond what the retained snapshots keep, so only older
         // tags are planned, once per snapshot.
-        let tags = crate::tags::list_with_metadata(&self.table, name).await?;
+        let tags = crate::tags::list_with_metadata(&self.table, name, self.tags()).await?;
         let mut kept_refs = Refs::default();
         let mut expired_refs = Refs::default();
         let mut planned: HashSet<(i64, bool)> = HashSet::new();
@@ -111,7 +110,7 @@ impl Maintainer {
             if !report.tags.is_empty() && from == earliest {
                 candidates.extend(std::mem::take(&mut expired_refs));
                 for tag in &report.tags {
-                    tm.delete(tag).await.map_err(paimon_err(name, "delete tag"))?;
+                    self.delete_tag_file(tag).await?;
                 }
             }
             let to_snapshot =
@@ -197,14 +196,14 @@ impl Maintainer {
         };
         let mut kept_refs = Refs::default();
         if let Some(e) = earliest {
-            for (other, snap) in crate::tags::list(&self.table, name).await? {
+            for (other, snap) in crate::tags::list(&self.table, name, self.tags()).await? {
                 if other != tag && snap.id() < e {
                     kept_refs.extend(version_refs(&self.table, name, &snap, &Version::Tag(other)).await?);
                 }
             }
         }
         self.fenced("tag deletion").await?;
-        tm.delete(tag).await.map_err(paimon_err(name, "delete tag"))?;
+        self.delete_tag_file(tag).await?;
         report.tags.push(tag.to_string());
         if let Some(e) = earliest {
             let earliest_snapshot = sm.get_snapshot(e).await.map_err(paimon_err(name, "read snapshot"))?;

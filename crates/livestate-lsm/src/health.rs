@@ -72,7 +72,7 @@ impl Maintainer {
                 });
             }
         }
-        for (tag, snap) in crate::tags::list(&self.table, name).await? {
+        for (tag, snap) in crate::tags::list(&self.table, name, self.tags()).await? {
             h.tags.push(TagInfo { name: tag, snapshot_id: snap.id() });
         }
         Ok(h)

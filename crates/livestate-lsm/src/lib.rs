@@ -100,6 +100,8 @@ pub struct Maintainer {
     expiring: Arc<tokio::sync::Mutex<()>>,
     /// Checked before every commit, tag write and deletion (none by default).
     fence: Option<SharedFence>,
+    /// Tags read before (none by default: every listing reads every tag file).
+    tag_cache: Option<Arc<tags::TagCache>>,
 }
 
 impl Maintainer {
@@ -119,7 +121,34 @@ impl Maintainer {
             compacting: Arc::default(),
             expiring: Arc::default(),
             fence: None,
+            tag_cache: None,
         })
+    }
+
+    /// Keeps the tags this maintainer (and its clones) has read, so listing them again (health,
+    /// expiry, orphan removal, tag deletion) reads only tag files it has not seen. Only for a
+    /// table this process alone writes tags of: a tag another process replaces under the same
+    /// name would go unseen. Default = off.
+    pub fn with_tag_cache(mut self) -> Maintainer {
+        self.tag_cache = Some(Arc::default());
+        self
+    }
+
+    /// Tags held by the tag cache (0 without one).
+    pub fn cached_tags(&self) -> usize {
+        self.tag_cache.as_ref().map_or(0, |c| c.len())
+    }
+
+    fn tags(&self) -> Option<&tags::TagCache> {
+        self.tag_cache.as_deref()
+    }
+
+    /// Deletes tag `tag` and forgets it.
+    async fn delete_tag_file(&self, tag: &str) -> Result<()> {
+        if let Some(c) = self.tags() {
+            c.forget(tag);
+        }
+        self.table.tag_manager().delete(tag).await.map_err(paimon_err(&self.name, "delete tag"))
     }
 
     /// Checks `fence` before every snapshot commit, tag write and file deletion. Default = none.

@@ -57,7 +57,7 @@ impl Maintainer {
                 keep.extend(snapshot_refs(&self.table, name, &s, true).await?);
             }
         }
-        for (tag, snap) in crate::tags::list(&self.table, name).await? {
+        for (tag, snap) in crate::tags::list(&self.table, name, self.tags()).await? {
             keep.extend(version_refs(&self.table, name, &snap, &Version::Tag(tag)).await?);
         }
         let earliest = ids.first().copied();

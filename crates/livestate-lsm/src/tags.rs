@@ -5,7 +5,11 @@
 //! table that proposals have pinned a few hundred times held hundreds of MiB for a moment, on
 //! every health check and expiry pass, and zeroed 2 MiB per tag (docs/BENCHMARKS.md, "Soak").
 //! These read at most [`READ_AT_ONCE`] tags at a time, each with a read of exactly its size. A
-//! tag deleted between the listing and its read is left out.
+//! tag deleted between the listing and its read is left out. A [`TagCache`] keeps the tags a
+//! maintainer has read, so a listing reads only the tag files it has not seen before.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
 
 use futures::{StreamExt, TryStreamExt};
 use paimon::io::FileRead;
@@ -21,23 +25,69 @@ pub const READ_AT_ONCE: usize = 8;
 /// retained (seconds), as Java Paimon writes the last two (absent for a tag without retention).
 pub(crate) type TagWithMetadata = (String, Snapshot, Option<i64>, Option<f64>);
 
+/// The tags of one table read so far, by name. A tag file is written once and never changed
+/// while it exists (livestate creates a tag once and deletes it whole; one process writes a
+/// table), so a tag listed again is taken from here instead of being read again; a name no
+/// longer listed is dropped, and the maintainer forgets a tag it deletes. Only for tables this
+/// process alone writes tags of: another writer replacing a tag under the same name would go
+/// unseen.
+#[derive(Debug, Default)]
+pub(crate) struct TagCache(Mutex<HashMap<String, TagWithMetadata>>);
+
+impl TagCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, TagWithMetadata>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Drops `tag` (deleted by this process).
+    pub(crate) fn forget(&self, tag: &str) {
+        self.lock().remove(tag);
+    }
+
+    /// Tags held.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
 /// Every tag of `table` with its snapshot, by name.
 ///
 /// # Errors
 /// Listing the tag directory or reading a tag failed.
-pub(crate) async fn list(table: &Table, name: &str) -> Result<Vec<(String, Snapshot)>> {
-    Ok(list_with_metadata(table, name).await?.into_iter().map(|(tag, snap, _, _)| (tag, snap)).collect())
+pub(crate) async fn list(
+    table: &Table,
+    name: &str,
+    cache: Option<&TagCache>,
+) -> Result<Vec<(String, Snapshot)>> {
+    Ok(list_with_metadata(table, name, cache)
+        .await?
+        .into_iter()
+        .map(|(tag, snap, _, _)| (tag, snap))
+        .collect())
 }
 
-/// Every tag of `table` with its snapshot, creation time and retention, by name.
+/// Every tag of `table` with its snapshot, creation time and retention, by name; with a
+/// `cache`, only the tags it does not hold are read.
 ///
 /// # Errors
 /// Listing the tag directory or reading a tag failed.
-pub(crate) async fn list_with_metadata(table: &Table, name: &str) -> Result<Vec<TagWithMetadata>> {
+pub(crate) async fn list_with_metadata(
+    table: &Table,
+    name: &str,
+    cache: Option<&TagCache>,
+) -> Result<Vec<TagWithMetadata>> {
     let tm = table.tag_manager();
     let names = tm.list_all_names().await.map_err(paimon_err(name, "list tags"))?;
+    let mut known: HashMap<String, TagWithMetadata> = match cache {
+        Some(c) => {
+            let held = c.lock();
+            names.iter().filter_map(|n| Some((n.clone(), held.get(n)?.clone()))).collect()
+        }
+        None => HashMap::new(),
+    };
+    let missing: Vec<String> = names.iter().filter(|n| !known.contains_key(*n)).cloned().collect();
     let tm = &tm;
-    let read: Vec<Option<TagWithMetadata>> = futures::stream::iter(names)
+    let read: Vec<Option<TagWithMetadata>> = futures::stream::iter(missing)
         .map(|tag| async move {
             let path = tm.tag_path(&tag);
             let Some(bytes) = read_whole(table, &path).await.map_err(paimon_err(name, "read tag"))? else {
@@ -48,7 +98,17 @@ pub(crate) async fn list_with_metadata(table: &Table, name: &str) -> Result<Vec<
         .buffered(READ_AT_ONCE)
         .try_collect()
         .await?;
-    Ok(read.into_iter().flatten().collect())
+    if let Some(c) = cache {
+        let listed: HashSet<&String> = names.iter().collect();
+        let mut held = c.lock();
+        held.retain(|n, _| listed.contains(n));
+        for t in read.iter().flatten() {
+            held.insert(t.0.clone(), t.clone());
+        }
+    }
+    known.extend(read.into_iter().flatten().map(|t| (t.0.clone(), t)));
+    // In the listing's order; a tag deleted between the listing and its read is left out.
+    Ok(names.iter().filter_map(|n| known.remove(n)).collect())
 }
 
 /// The bytes of the file at `path`, read with one read of its size; `None` when it does not

@@ -213,3 +213,48 @@ async fn health_and_expiry_see_every_one_of_many_tags_read_a_few_at_a_time() {
         expected.iter().filter(|(_, _, short)| !short).map(|(n, _, _)| n.clone()).collect::<Vec<_>>()
     );
 }
+
+#[tokio::test]
+async fn a_tag_cache_reads_each_tag_file_once_and_follows_creation_deletion_and_expiry() {
+    let mut h = harness(&OPTIONS).await;
+    let cached = h.maintainer.clone().with_tag_cache();
+    let tm = h.table.tag_manager();
+    let mut pins = Vec::new();
+    for i in 0..3i64 {
+        h.commit(&[(RowKind::Insert, (i, Some(i), None))]).await;
+        let s = h.table.snapshot_manager().get_latest_snapshot().await.unwrap().unwrap();
+        let retention = if i == 0 { "1 ms" } else { "1 d" };
+        tm.create_with_retention(&format!("pin-{i}"), &s, Some(retention)).await.unwrap();
+        pins.push((format!("pin-{i}"), s.id()));
+    }
+    let listed = |h: &livestate_lsm::TableHealth| {
+        h.tags.iter().map(|t| (t.name.clone(), t.snapshot_id)).collect::<Vec<_>>()
+    };
+    assert_eq!(listed(&cached.health().await.unwrap()), pins);
+    assert_eq!(cached.cached_tags(), 3);
+
+    // A tag file read once is not read again: with pin-1's file garbled on disk, the cached
+    // maintainer still lists it, while one without a cache cannot read it.
+    let pin_1 = h.dir.path().join("wh/db.db/t/tag/tag-pin-1");
+    let good = std::fs::read(&pin_1).unwrap();
+    std::fs::write(&pin_1, b"{not a tag").unwrap();
+    assert_eq!(listed(&cached.health().await.unwrap()), pins);
+    let err = h.maintainer.health().await.unwrap_err().to_string();
+    assert!(err.contains("pin-1"), "{err}");
+    std::fs::write(&pin_1, good).unwrap();
+
+    // A new tag is read; one deleted by the maintainer is forgotten; an expired one too.
+    h.commit(&[(RowKind::Insert, (9, Some(9), None))]).await;
+    let s = h.table.snapshot_manager().get_latest_snapshot().await.unwrap().unwrap();
+    tm.create_with_retention("pin-3", &s, Some("1 d")).await.unwrap();
+    cached.delete_tag("pin-2").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let report = cached.expire(now(), |_, _| {}).await.unwrap();
+    assert_eq!(report.tags, vec!["pin-0".to_string()]);
+    assert_eq!(listed(&cached.health().await.unwrap()), vec![pins[1].clone(), ("pin-3".to_string(), s.id())]);
+    assert_eq!(cached.cached_tags(), 2);
+    // A tag deleted by another process is dropped at the next listing.
+    tm.delete("pin-3").await.unwrap();
+    assert_eq!(listed(&cached.health().await.unwrap()), vec![pins[1].clone()]);
+    assert_eq!(cached.cached_tags(), 1);
+}

@@ -74,7 +74,9 @@ pub(crate) fn rows_json(rows: &Rows) -> Value {
         (status = 401, description = "No valid token"), (status = 403, description = "The caller may not read")))]
 pub(crate) async fn tables(State(s): State<Arc<Shared>>, caller: Caller) -> Result<Json<Value>, ApiError> {
     caller.require(Permission::Read)?;
-    let infos = livestate_engine::read::tables(&s.ls.catalog, &s.ls.spec, &s.ls.lag_source()).await?;
+    let infos =
+        livestate_engine::read::tables(&s.ls.catalog, &s.ls.spec, &s.ls.lag_source(), Some(&s.maintainers))
+            .await?;
     Ok(Json(serde_json::to_value(infos).map_err(ApiError::internal)?))
 }
 
@@ -305,7 +307,9 @@ fn label(v: &str) -> String {
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
 pub(crate) async fn metrics(State(s): State<Arc<Shared>>, caller: Caller) -> Result<Response, ApiError> {
     caller.require(Permission::Read)?;
-    let infos = livestate_engine::read::tables(&s.ls.catalog, &s.ls.spec, &s.ls.lag_source()).await?;
+    let infos =
+        livestate_engine::read::tables(&s.ls.catalog, &s.ls.spec, &s.ls.lag_source(), Some(&s.maintainers))
+            .await?;
     let now = chrono::Utc::now();
     let mut out = String::new();
     let mut family = |name: &str, help: &str, kind: &str, rows: Vec<(String, f64)>| {

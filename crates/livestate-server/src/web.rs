@@ -733,7 +733,14 @@ pub(crate) async fn tables(State(s): State<Arc<Shared>>, headers: HeaderMap) -> 
         Ok(p) => p,
         Err(r) => return r.into_response(),
     };
-    let infos = match livestate_engine::read::tables(&s.ls.catalog, &s.ls.spec, &s.ls.lag_source()).await {
+    let infos = match livestate_engine::read::tables(
+        &s.ls.catalog,
+        &s.ls.spec,
+        &s.ls.lag_source(),
+        Some(&s.maintainers),
+    )
+    .await
+    {
         Ok(i) => i,
         Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     };
