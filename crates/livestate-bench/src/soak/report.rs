@@ -53,34 +53,36 @@ impl Soak {
             m.second_half_slope_mib_per_minute
         );
         let _ = writeln!(out, "| peak | {:.1} |", m.peak_mib);
-        let _ = writeln!(
-            out,
-            "| of which embedded stores' caches and unflushed writes, first → last window | {:.1} → {:.1} |",
-            m.stores_first_window_mib, m.stores_last_window_mib
+        let mut windows = |what: &str, first: f64, last: f64| {
+            let _ = writeln!(out, "| {what}, first → last window | {first:.1} → {last:.1} |");
+        };
+        windows(
+            "of which embedded stores' caches and unflushed writes",
+            m.stores_first_window_mib,
+            m.stores_last_window_mib,
         );
-        let _ = writeln!(
-            out,
-            "| the rest (PSS minus the stores), first → last window | {:.1} → {:.1} |",
+        windows(
+            "the rest (PSS minus the stores)",
             m.first_window_mib - m.stores_first_window_mib,
-            m.last_window_mib - m.stores_last_window_mib
+            m.last_window_mib - m.stores_last_window_mib,
         );
         if !m.heap_samples.is_empty() {
-            let _ = writeln!(
-                out,
-                "| heap in use (allocated, not freed; stores included), first → last window | {:.1} → {:.1} |",
-                m.heap_first_window_mib, m.heap_last_window_mib
+            windows(
+                "heap in use (allocated, not freed; stores included)",
+                m.heap_first_window_mib,
+                m.heap_last_window_mib,
             );
         }
         if !m.anon_samples.is_empty() {
-            let _ = writeln!(
-                out,
-                "| anonymous (heap, stacks, what the allocator holds), first → last window | {:.1} → {:.1} |",
-                m.anon_first_window_mib, m.anon_last_window_mib
+            windows(
+                "anonymous (heap, stacks, what the allocator holds)",
+                m.anon_first_window_mib,
+                m.anon_last_window_mib,
             );
-            let _ = writeln!(
-                out,
-                "| file-backed (code paged in, mapped files), first → last window | {:.1} → {:.1} |",
-                m.file_first_window_mib, m.file_last_window_mib
+            windows(
+                "file-backed (code paged in, mapped files)",
+                m.file_first_window_mib,
+                m.file_last_window_mib,
             );
         }
         let _ = writeln!(
