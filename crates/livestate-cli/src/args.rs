@@ -100,14 +100,15 @@ Re-sending an id returns its original offset and appends nothing.\n\nExample:\n 
     /// Compact a table's LSM tree now (what universal compaction picks, or everything with --full).
     #[command(
         after_help = "Commits a COMPACT snapshot that replaces the merged files. `livestate derive` also compacts on its\n\
-own, as each table's freshness budget says; this runs it by hand (the directory must not be in use).\n\nExamples:\n  livestate compact --dir ./acme stock\n  livestate compact --dir ./acme item_first_seen --full"
+own, as each table's freshness budget says; this runs it by hand (the directory must not be in use).\nFor record.events, an append table, compaction merges consecutive small files in the order they\nwere written (--full: into files of up to target-file-size).\n\nExamples:\n  livestate compact --dir ./acme stock\n  livestate compact --dir ./acme item_first_seen --full\n  livestate compact --dir ./acme record.events"
     )]
     Compact {
         #[arg(long, default_value = "./livestate-data", env = "LIVESTATE_DIR")]
         dir: PathBuf,
         /// State table name, or record.events
         table: String,
-        /// Merge every bucket into one sorted run at the top level, dropping deletes
+        /// Merge every bucket into one sorted run at the top level, dropping deletes (record.events:
+        /// every run of small files into files of up to target-file-size)
         #[arg(long)]
         full: bool,
     },

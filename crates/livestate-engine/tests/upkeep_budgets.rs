@@ -148,3 +148,32 @@ async fn a_restart_after_compaction_and_expiry_resumes_where_the_data_left_off()
     assert_eq!(report.events, 0, "{report:?}");
     assert_eq!(rows(&ls, "reservations_total", &[]).await, before);
 }
+
+#[tokio::test]
+async fn the_archive_merges_its_small_files_as_it_commits_and_keeps_every_event_once() {
+    let (_d, ls) = eager().await;
+    let mut derivers = ls.derivers().await.unwrap();
+    let events: Vec<String> = (1..=40)
+        .map(|n| line(n, "inventory.stock_counted", json!({"item": "i1", "location": "north", "on_hand": n})))
+        .collect();
+    ls.emit(&events.join("\n"), false).unwrap();
+    // One commit per event: forty archive commits, each a small file.
+    derivers.catch_up(&ls.record, &ls.spec, 1, &mut |_| {}).await.unwrap();
+    derivers.finish().await;
+    let kinds = kinds(&ls, "record.events").await;
+    assert!(kinds.iter().filter(|k| *k == "APPEND").count() >= 40, "{kinds:?}");
+    assert!(kinds.iter().any(|k| k == "COMPACT"), "{kinds:?}");
+    let health = ls.maintainer("record.events").await.unwrap().health().await.unwrap();
+    let files: usize = health.buckets.iter().map(|b| b.files).sum();
+    assert!(files < 10, "forty commits left {files} files: {health:?}");
+    let offsets: Vec<i64> = livestate_engine::read::archive_rows(&ls.catalog)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| match r[0] {
+            livestate_spec::Value::Int(o) => o,
+            ref v => panic!("offset {v:?}"),
+        })
+        .collect();
+    assert_eq!(offsets, (0..40).collect::<Vec<i64>>());
+}

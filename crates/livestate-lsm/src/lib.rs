@@ -5,7 +5,8 @@
 //!
 //! - [`Maintainer::compact`]: Paimon's universal compaction per bucket (or a full compaction),
 //!   committed as a `COMPACT` snapshot whose delta manifest deletes the inputs and adds the
-//!   outputs; small manifests are merged on the way.
+//!   outputs; small manifests are merged on the way. Append tables get their consecutive
+//!   small files merged instead ([`append`]).
 //! - [`Maintainer::expire`]: snapshot expiry under `snapshot.num-retained.*` and
 //!   `snapshot.time-retained`, tag expiry, and deletion of every file only expired snapshots
 //!   and tags referenced.
@@ -20,6 +21,7 @@
 //! [`CommitLock`], and compaction only ever merges the newest sorted runs, so sequence
 //! numbers stay monotonic while writers keep committing.
 
+pub mod append;
 mod commit;
 mod error;
 mod expire;
@@ -46,7 +48,7 @@ pub use expire::ExpireReport;
 pub use fence::{Fence, FenceFuture, SharedFence};
 pub use files::{live_files, BucketFiles, Version};
 pub use health::{BucketHealth, TableHealth, TagInfo};
-pub use options::{parse_duration, parse_memory_size, CompactionOptions, ExpireOptions};
+pub use options::{parse_duration, parse_memory_size, AppendOptions, CompactionOptions, ExpireOptions};
 pub use orphan::OrphanReport;
 pub use tags::READ_AT_ONCE as TAGS_READ_AT_ONCE;
 pub use verify::{check_version, verify_table, Problem, TableCheck};
@@ -241,21 +243,14 @@ impl Maintainer {
         mut progress: impl FnMut(usize, usize),
     ) -> Result<CompactReport> {
         let _compacting = self.compacting.lock().await;
-        let mut report = CompactReport::default();
         let sm = self.table.snapshot_manager();
         let Some(snapshot_id) =
             sm.get_latest_snapshot_id().await.map_err(paimon_err(&self.name, "read latest snapshot"))?
         else {
-            return Ok(report);
+            return Ok(CompactReport::default());
         };
         if !self.is_primary_key() {
-            // Append tables only get their manifests merged.
-            let _commit = self.commit_lock.lock().await;
-            self.fenced("compaction commit").await?;
-            report.snapshot_id =
-                commit_compact(&self.table, &self.name, &[], self.compaction.manifest_merge_min_count)
-                    .await?;
-            return Ok(report);
+            return self.compact_append(mode, snapshot_id, progress).await;
         }
         if self.table.schema().options().get("file.format").is_some_and(|f| f != "parquet") {
             return Err(LsmError::Refused {
@@ -320,6 +315,71 @@ impl Maintainer {
             }
             progress(i + 1, total);
         }
+        self.commit_changes(changes).await
+    }
+
+    /// Append tables: consecutive small files merged in write order (see the `append`
+    /// module), committed with the manifests merged as for primary-key tables.
+    async fn compact_append(
+        &self,
+        mode: CompactMode,
+        snapshot_id: i64,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<CompactReport> {
+        append::check_table(&self.table, &self.name)?;
+        let opts = &self.compaction.append;
+        let picker = append::AppendPicker {
+            small: opts.small_file_size,
+            target: opts.target_file_size,
+            min_files: opts.min_file_num,
+            max_files: opts.max_file_num,
+            size_ratio: self.compaction.size_ratio,
+        };
+        let buckets = live_files(&self.table, &self.name, &Version::Snapshot(snapshot_id)).await?;
+        let mut changes: Vec<BucketChange> = Vec::new();
+        let total = buckets.len();
+        for (i, bucket) in buckets.into_iter().enumerate() {
+            let order = append::write_order(&bucket.files);
+            let sizes: Vec<u64> =
+                order.iter().map(|&f| u64::try_from(bucket.files[f].file_size).unwrap_or(0)).collect();
+            let picks = match mode {
+                CompactMode::Auto => picker.pick(&sizes),
+                CompactMode::Full => picker.full(&sizes),
+                CompactMode::NewestRuns(n) => picker.newest(&sizes, n),
+            };
+            let mut change = BucketChange { bucket, deleted: Vec::new(), added: Vec::new() };
+            for range in picks {
+                let job = append::AppendRewrite {
+                    table: &self.table,
+                    name: &self.name,
+                    bucket: &change.bucket,
+                    inputs: order[range].iter().map(|&f| change.bucket.files[f].clone()).collect(),
+                    target_file_size: opts.target_file_size,
+                };
+                match job.run().await {
+                    Ok(files) => {
+                        let inputs = job.inputs;
+                        change.added.extend(files);
+                        change.deleted.extend(inputs);
+                    }
+                    Err(e) => {
+                        changes.push(change);
+                        self.discard(&changes).await;
+                        return Err(e);
+                    }
+                }
+            }
+            if !change.deleted.is_empty() {
+                changes.push(change);
+            }
+            progress(i + 1, total);
+        }
+        self.commit_changes(changes).await
+    }
+
+    /// Commits `changes` as one COMPACT snapshot (merging the manifests when due), or removes
+    /// their new files when the commit fails.
+    async fn commit_changes(&self, changes: Vec<BucketChange>) -> Result<CompactReport> {
         let result = {
             let _commit = self.commit_lock.lock().await;
             match self.fenced("compaction commit").await {
@@ -337,8 +397,8 @@ impl Maintainer {
         };
         match result {
             Ok(id) => {
-                report.snapshot_id = id;
-                report.buckets = changes.len();
+                let mut report =
+                    CompactReport { snapshot_id: id, buckets: changes.len(), ..Default::default() };
                 for c in &changes {
                     report.files_in += c.deleted.len();
                     report.files_out += c.added.len();

@@ -25,6 +25,24 @@ pub struct CompactionOptions {
     /// `manifest.merge-min-count` (default 30): manifests a snapshot may reference before
     /// a compaction commit merges them into one.
     pub manifest_merge_min_count: usize,
+    /// Compaction of append tables (no primary key).
+    pub append: AppendOptions,
+}
+
+/// Compaction settings of an append table: small files are merged, in the order they were
+/// written, into files of about `target_file_size`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendOptions {
+    /// `target-file-size` (default 256 mb for append tables, as in Java Paimon).
+    pub target_file_size: u64,
+    /// Files smaller than `target-file-size` × `compaction.small-file-ratio` (default 0.7)
+    /// are small; only small files are rewritten.
+    pub small_file_size: u64,
+    /// `compaction.min.file-num` (default 5): small files that start a compaction.
+    pub min_file_num: usize,
+    /// `compaction.max.file-num` (default 50): most files merged into one in an automatic
+    /// compaction, so one compaction never holds up commits for long.
+    pub max_file_num: usize,
 }
 
 /// Snapshot and tag retention of one table.
@@ -52,7 +70,19 @@ impl CompactionOptions {
         let trigger = int(table, opts, "num-sorted-run.compaction-trigger")?.unwrap_or(5).max(1) as usize;
         let stop_trigger =
             int(table, opts, "num-sorted-run.stop-trigger")?.map_or(trigger + 3, |v| v as usize).max(trigger);
+        let append_target = size(table, opts, "target-file-size")?.unwrap_or(256 << 20).max(1 << 10);
+        let ratio = fraction(table, opts, "compaction.small-file-ratio")?.unwrap_or(0.7);
+        let min_file_num = int(table, opts, "compaction.min.file-num")?.unwrap_or(5).max(2) as usize;
+        let append = AppendOptions {
+            target_file_size: append_target,
+            small_file_size: (append_target as f64 * ratio) as u64,
+            min_file_num,
+            max_file_num: int(table, opts, "compaction.max.file-num")?
+                .map_or(50, |v| v as usize)
+                .max(min_file_num),
+        };
         Ok(CompactionOptions {
+            append,
             trigger,
             stop_trigger,
             max_size_amp_percent: int(table, opts, "compaction.max-size-amplification-percent")?
@@ -99,6 +129,15 @@ fn bad(table: &str, key: &str, value: &str, message: &str) -> LsmError {
 fn int(table: &str, opts: &HashMap<String, String>, key: &str) -> Result<Option<u64>> {
     opts.get(key)
         .map(|v| v.trim().parse::<u64>().map_err(|_| bad(table, key, v, "expected a whole number")))
+        .transpose()
+}
+
+fn fraction(table: &str, opts: &HashMap<String, String>, key: &str) -> Result<Option<f64>> {
+    opts.get(key)
+        .map(|v| match v.trim().parse::<f64>() {
+            Ok(f) if f > 0.0 && f <= 1.0 => Ok(f),
+            _ => Err(bad(table, key, v, "expected a fraction above 0 and at most 1, such as `0.7`")),
+        })
         .transpose()
 }
 
@@ -163,6 +202,18 @@ mod tests {
         assert_eq!((c.max_size_amp_percent, c.size_ratio, c.full_delta_commits), (200, 1, None));
         let e = ExpireOptions::from_table("t", &HashMap::new()).unwrap();
         assert_eq!((e.retained_min, e.time_retained), (10, Duration::from_secs(3600)));
+        let a = &c.append;
+        assert_eq!((a.target_file_size, a.min_file_num, a.max_file_num), (256 << 20, 5, 50));
+        assert_eq!(a.small_file_size, ((256u64 << 20) as f64 * 0.7) as u64);
+    }
+
+    #[test]
+    fn a_small_file_ratio_outside_zero_to_one_is_refused_by_name() {
+        for v in ["0", "1.5", "most"] {
+            let opts = HashMap::from([("compaction.small-file-ratio".to_string(), v.to_string())]);
+            let err = CompactionOptions::from_table("record.events", &opts).unwrap_err().to_string();
+            assert!(err.contains("compaction.small-file-ratio") && err.contains(v), "{err}");
+        }
     }
 
     #[test]

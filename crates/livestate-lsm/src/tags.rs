@@ -5,7 +5,8 @@
 //! table that proposals have pinned a few hundred times held hundreds of MiB for a moment, on
 //! every health check and expiry pass, and zeroed 2 MiB per tag (docs/BENCHMARKS.md, "Soak").
 //! These read at most [`READ_AT_ONCE`] tags at a time, each with a read of exactly its size. A
-//! tag deleted between the listing and its read is left out. A [`TagCache`] keeps the tags a
+//! tag deleted between the listing and its read is left out; one that does not parse is read
+//! again for up to 200 ms (a tag being created is written in place), then reported. A [`TagCache`] keeps the tags a
 //! maintainer has read, so a listing reads only the tag files it has not seen before.
 
 use std::collections::{HashMap, HashSet};
@@ -20,6 +21,11 @@ use crate::error::{paimon_err, Result};
 
 /// Tag files read concurrently.
 pub const READ_AT_ONCE: usize = 8;
+
+/// Reads of a tag file that does not parse before it is reported as damaged: a tag being
+/// created is written in place and reads as empty or cut short for a moment.
+const PARTIAL_TAG_READS: usize = 10;
+const PARTIAL_TAG_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// A tag's name, its snapshot, when it was created (epoch milliseconds) and how long it is
 /// retained (seconds), as Java Paimon writes the last two (absent for a tag without retention).
@@ -90,10 +96,23 @@ pub(crate) async fn list_with_metadata(
     let read: Vec<Option<TagWithMetadata>> = futures::stream::iter(missing)
         .map(|tag| async move {
             let path = tm.tag_path(&tag);
-            let Some(bytes) = read_whole(table, &path).await.map_err(paimon_err(name, "read tag"))? else {
-                return Ok(None);
-            };
-            parse(name, &tag, &bytes).map(Some)
+            let mut attempt = 1;
+            loop {
+                let Some(bytes) = read_whole(table, &path).await.map_err(paimon_err(name, "read tag"))?
+                else {
+                    return Ok(None);
+                };
+                match parse(name, &tag, &bytes) {
+                    Ok(t) => return Ok(Some(t)),
+                    // The `paimon` crate writes a tag file in place, so a listing can meet one
+                    // being written (empty or cut short): read it again shortly.
+                    Err(_) if attempt < PARTIAL_TAG_READS => {
+                        attempt += 1;
+                        tokio::time::sleep(PARTIAL_TAG_PAUSE).await;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
         })
         .buffered(READ_AT_ONCE)
         .try_collect()

@@ -258,3 +258,30 @@ async fn a_tag_cache_reads_each_tag_file_once_and_follows_creation_deletion_and_
     assert_eq!(listed(&cached.health().await.unwrap()), vec![pins[1].clone()]);
     assert_eq!(cached.cached_tags(), 1);
 }
+
+#[tokio::test]
+async fn a_tag_file_met_while_it_is_written_is_read_again_and_one_that_stays_damaged_is_named() {
+    let mut h = harness(&OPTIONS).await;
+    h.commit(&[(RowKind::Insert, (1, Some(1), None))]).await;
+    let s = h.table.snapshot_manager().get_latest_snapshot().await.unwrap().unwrap();
+    h.table.tag_manager().create("pin-a", &s).await.unwrap();
+    let path = h.dir.path().join("wh/db.db/t/tag/tag-pin-a");
+    let good = std::fs::read(&path).unwrap();
+
+    // The paimon crate writes a tag in place: a listing can find the file empty for a moment.
+    std::fs::write(&path, b"").unwrap();
+    let (p, g) = (path.clone(), good.clone());
+    let writer = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+        std::fs::write(&p, g).unwrap();
+    });
+    let health = h.maintainer.health().await.unwrap();
+    writer.await.unwrap();
+    let tags: Vec<(String, i64)> = health.tags.iter().map(|t| (t.name.clone(), t.snapshot_id)).collect();
+    assert_eq!(tags, vec![("pin-a".to_string(), s.id())]);
+
+    // One that stays unreadable is reported by name.
+    std::fs::write(&path, &good[..good.len() / 2]).unwrap();
+    let err = h.maintainer.health().await.unwrap_err().to_string();
+    assert!(err.contains("pin-a") && err.contains("not a Paimon tag"), "{err}");
+}
