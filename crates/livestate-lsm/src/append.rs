@@ -17,7 +17,6 @@ use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use paimon::spec::{BinaryRow, DataFileMeta, DataType, Datum};
 use paimon::Table;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -212,17 +211,7 @@ impl AppendRewrite<'_> {
                 });
             }
             let path = file.data_file_path(&self.bucket.bucket_path);
-            let bytes = self
-                .table
-                .file_io()
-                .new_input(&path)
-                .map_err(paimon_err(self.name, "open data file"))?
-                .read()
-                .await
-                .map_err(paimon_err(self.name, "read data file"))?;
-            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-                .and_then(|b| b.with_batch_size(8192).build())
-                .map_err(|e| self.file_err(&file.file_name, e))?;
+            let reader = crate::kvfile::open_data_file(self.table, self.name, &path, file).await?;
             let mut rows = 0usize;
             for batch in reader {
                 let batch = batch.map_err(|e| self.file_err(&file.file_name, e))?;

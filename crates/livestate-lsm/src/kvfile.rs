@@ -36,6 +36,32 @@ pub struct KvFile {
     pub source: FileSource,
 }
 
+/// Opens the data file at `path` (described by `file`) for reading in batches of 8,192 rows.
+///
+/// # Errors
+/// The file cannot be read, or is not parquet ([`LsmError::DataFile`] names it).
+pub(crate) async fn open_data_file(
+    table: &Table,
+    name: &str,
+    path: &str,
+    file: &DataFileMeta,
+) -> Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader> {
+    let bytes = table
+        .file_io()
+        .new_input(path)
+        .map_err(paimon_err(name, "open data file"))?
+        .read()
+        .await
+        .map_err(paimon_err(name, "read data file"))?;
+    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .and_then(|b| b.with_batch_size(8192).build())
+        .map_err(|e| LsmError::DataFile {
+            table: name.to_string(),
+            file: file.file_name.clone(),
+            message: e.to_string(),
+        })
+}
+
 /// The physical schema of `table`'s data and changelog files.
 ///
 /// # Errors

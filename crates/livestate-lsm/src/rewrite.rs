@@ -17,7 +17,6 @@ use arrow_schema::SchemaRef;
 use futures::TryStreamExt;
 use paimon::spec::{DataFileMeta, RowKind};
 use paimon::{DataSplit, Table};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::error::{paimon_err, LsmError, Result};
 use crate::files::BucketFiles;
@@ -79,17 +78,7 @@ impl Rewrite<'_> {
         let mut batches = Vec::new();
         for file in files {
             let path = split.data_file_path(file);
-            let bytes = self
-                .table
-                .file_io()
-                .new_input(&path)
-                .map_err(paimon_err(self.name, "open data file"))?
-                .read()
-                .await
-                .map_err(paimon_err(self.name, "read data file"))?;
-            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-                .and_then(|b| b.with_batch_size(8192).build())
-                .map_err(|e| self.file_err(&file.file_name, e))?;
+            let reader = crate::kvfile::open_data_file(self.table, self.name, &path, file).await?;
             for batch in reader {
                 let batch = batch.map_err(|e| self.file_err(&file.file_name, e))?;
                 match &schema {
