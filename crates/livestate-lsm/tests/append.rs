@@ -1,6 +1,8 @@
 //! Compaction of append tables: small files merged in write order, committed as COMPACT
 //! snapshots that every Paimon reader (and time travel) reads correctly.
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -8,9 +10,8 @@ use arrow_array::{Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType as ADT, Field, Schema as ASchema};
 use futures::TryStreamExt;
 use livestate_lsm::{CommitLock, CompactMode, Maintainer};
-use paimon::catalog::Identifier;
 use paimon::spec::{BigIntType, CommitKind, DataType, Schema, VarCharType};
-use paimon::{Catalog, FileSystemCatalog, Options, Table, TableCommit, TableWrite};
+use paimon::{Table, TableCommit, TableWrite};
 
 struct Append {
     _dir: tempfile::TempDir,
@@ -25,26 +26,13 @@ struct Append {
 
 async fn append_table(options: &[(&str, &str)]) -> Append {
     let dir = tempfile::tempdir().unwrap();
-    let mut o = Options::new();
-    o.set("warehouse", dir.path().join("wh").to_str().unwrap());
-    let catalog = FileSystemCatalog::new(o).unwrap();
-    catalog.create_database("db", true, HashMap::new()).await.unwrap();
-    let mut b = Schema::builder()
+    let b = Schema::builder()
         .column("n", DataType::BigInt(BigIntType::new()))
         .column("s", DataType::VarChar(VarCharType::string_type()))
         .column("day", DataType::VarChar(VarCharType::string_type()))
         .partition_keys(["day"]);
-    for (k, v) in options {
-        b = b.option(*k, *v);
-    }
-    let id = Identifier::new("db", "events");
-    catalog.create_table(&id, b.build().unwrap(), false).await.unwrap();
-    let table = catalog.get_table(&id).await.unwrap();
-    let wb = table.new_write_builder().with_commit_user("writer").unwrap();
-    let write = wb.new_write().unwrap();
-    let commit = wb.new_commit();
-    let lock = CommitLock::default();
-    let maintainer = Maintainer::new(table.clone(), "db.events", lock.clone()).unwrap();
+    let (_, table, write, commit, lock, maintainer) =
+        common::create_table(dir.path(), "events", b, options).await;
     Append { _dir: dir, table, write, commit, lock, maintainer, identifier: 0, next: 0 }
 }
 

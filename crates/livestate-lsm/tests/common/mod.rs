@@ -27,29 +27,41 @@ pub struct Harness {
     identifier: i64,
 }
 
-pub async fn harness(options: &[(&str, &str)]) -> Harness {
-    let dir = tempfile::tempdir().unwrap();
+/// A new table `db.<name>` of schema `b` with `options`, in a warehouse under `dir`, with a
+/// writer, a committer and a maintainer sharing one commit lock.
+pub async fn create_table(
+    dir: &std::path::Path,
+    name: &str,
+    mut b: paimon::spec::SchemaBuilder,
+    options: &[(&str, &str)],
+) -> (FileSystemCatalog, Table, TableWrite, TableCommit, CommitLock, Maintainer) {
     let mut o = Options::new();
-    o.set("warehouse", dir.path().join("wh").to_str().unwrap());
+    o.set("warehouse", dir.join("wh").to_str().unwrap());
     let catalog = FileSystemCatalog::new(o).unwrap();
     catalog.create_database("db", true, HashMap::new()).await.unwrap();
-    let mut b = Schema::builder()
-        .column("k", DataType::BigInt(BigIntType::new()))
-        .column("a", DataType::BigInt(BigIntType::new()))
-        .column("b", DataType::VarChar(VarCharType::string_type()))
-        .primary_key(["k"])
-        .option("bucket", "2");
     for (k, v) in options {
         b = b.option(*k, *v);
     }
-    let id = Identifier::new("db", "t");
+    let id = Identifier::new("db", name);
     catalog.create_table(&id, b.build().unwrap(), false).await.unwrap();
     let table = catalog.get_table(&id).await.unwrap();
     let wb = table.new_write_builder().with_commit_user("writer").unwrap();
     let write = wb.new_write().unwrap();
     let commit = wb.new_commit();
     let lock = CommitLock::default();
-    let maintainer = Maintainer::new(table.clone(), "db.t", lock.clone()).unwrap();
+    let maintainer = Maintainer::new(table.clone(), format!("db.{name}"), lock.clone()).unwrap();
+    (catalog, table, write, commit, lock, maintainer)
+}
+
+pub async fn harness(options: &[(&str, &str)]) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Schema::builder()
+        .column("k", DataType::BigInt(BigIntType::new()))
+        .column("a", DataType::BigInt(BigIntType::new()))
+        .column("b", DataType::VarChar(VarCharType::string_type()))
+        .primary_key(["k"])
+        .option("bucket", "2");
+    let (catalog, table, write, commit, lock, maintainer) = create_table(dir.path(), "t", b, options).await;
     Harness { dir, catalog, table, write, commit, lock, maintainer, identifier: 0 }
 }
 
