@@ -10,7 +10,8 @@
 //! and expires snapshots every 100 commits, keeping the 10 newest; "off" is the `paimon` crate
 //! alone, expiring the same way so only compaction differs.
 
-use std::collections::HashMap;
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,9 +20,8 @@ use arrow_array::{Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType as ADT, Field, Schema as ASchema};
 use futures::TryStreamExt;
 use livestate_lsm::{CommitLock, CompactMode, Maintainer, Version};
-use paimon::catalog::Identifier;
 use paimon::spec::{BigIntType, DataType, Schema, VarCharType};
-use paimon::{Catalog, FileSystemCatalog, Options, Table};
+use paimon::Table;
 
 struct Args {
     commits: usize,
@@ -62,10 +62,6 @@ struct Figures {
 }
 
 async fn create(dir: &Path) -> Table {
-    let mut o = Options::new();
-    o.set("warehouse", dir.to_str().unwrap());
-    let catalog = FileSystemCatalog::new(o).unwrap();
-    catalog.create_database("record", true, HashMap::new()).await.unwrap();
     let string = || DataType::VarChar(VarCharType::string_type());
     let schema = Schema::builder()
         .column("event_offset", DataType::BigInt(BigIntType::new()))
@@ -78,9 +74,7 @@ async fn create(dir: &Path) -> Table {
         .option("snapshot.time-retained", "1 ms")
         .build()
         .unwrap();
-    let id = Identifier::new("record", "events");
-    catalog.create_table(&id, schema, false).await.unwrap();
-    catalog.get_table(&id).await.unwrap()
+    common::create_table(dir, "record", "events", schema).await
 }
 
 fn batch(from: usize, rows: usize) -> RecordBatch {
@@ -120,23 +114,6 @@ fn batch(from: usize, rows: usize) -> RecordBatch {
         ],
     )
     .unwrap()
-}
-
-/// Files under `dir` whose path `f` accepts: how many and their bytes.
-fn files(dir: &Path, f: &dyn Fn(&str) -> bool) -> (usize, u64) {
-    let (mut n, mut bytes) = (0, 0);
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            let (a, b) = files(&p, f);
-            n += a;
-            bytes += b;
-        } else if f(&p.to_string_lossy()) {
-            n += 1;
-            bytes += p.metadata().unwrap().len();
-        }
-    }
-    (n, bytes)
 }
 
 async fn read_all(table: &Table) -> (Duration, usize) {
@@ -182,8 +159,8 @@ async fn run(a: &Args, dir: &Path, compact: bool) -> Figures {
     }
     write.close().await;
     let table_dir = dir.join("record.db/events");
-    (f.data_files_on_disk, f.data_bytes_on_disk) = files(&table_dir, &|p| p.contains("/bucket-"));
-    f.manifest_bytes_on_disk = files(&table_dir.join("manifest"), &|_| true).1;
+    (f.data_files_on_disk, f.data_bytes_on_disk) = common::files(&table_dir, &|p| p.contains("/bucket-"));
+    f.manifest_bytes_on_disk = common::files(&table_dir.join("manifest"), &|_| true).1;
     let latest = table.snapshot_manager().get_latest_snapshot_id().await.unwrap().unwrap();
     f.live_files = livestate_lsm::live_files(&table, "record.events", &Version::Snapshot(latest))
         .await

@@ -12,7 +12,8 @@
 //! (`full-compaction.delta-commits = 1`); "off" is the `paimon` crate alone. "fully compacted"
 //! is the universal table after one more full compaction: the floor for read times.
 
-use std::collections::HashMap;
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,9 +22,8 @@ use arrow_array::{Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType as ADT, Field, Schema as ASchema};
 use futures::TryStreamExt;
 use livestate_lsm::{CommitLock, CompactMode, Maintainer};
-use paimon::catalog::Identifier;
 use paimon::spec::{BigIntType, DataType, Datum, PredicateBuilder, Schema, VarCharType};
-use paimon::{Catalog, FileSystemCatalog, Options, Table};
+use paimon::Table;
 
 struct Args {
     commits: usize,
@@ -87,10 +87,6 @@ struct Figures {
 }
 
 async fn create(dir: &Path, buckets: usize) -> Table {
-    let mut o = Options::new();
-    o.set("warehouse", dir.to_str().unwrap());
-    let catalog = FileSystemCatalog::new(o).unwrap();
-    catalog.create_database("db", true, HashMap::new()).await.unwrap();
     let schema = Schema::builder()
         .column("k", DataType::BigInt(BigIntType::new()))
         .column("a", DataType::BigInt(BigIntType::new()))
@@ -102,9 +98,7 @@ async fn create(dir: &Path, buckets: usize) -> Table {
         .option("snapshot.time-retained", "1 ms")
         .build()
         .unwrap();
-    let id = Identifier::new("db", "stock");
-    catalog.create_table(&id, schema, false).await.unwrap();
-    catalog.get_table(&id).await.unwrap()
+    common::create_table(dir, "db", "stock", schema).await
 }
 
 fn batch(rng: &mut Rng, rows: usize, keys: u64, n: usize) -> RecordBatch {
@@ -126,16 +120,7 @@ fn batch(rng: &mut Rng, rows: usize, keys: u64, n: usize) -> RecordBatch {
 }
 
 fn count(dir: &Path, f: &dyn Fn(&str) -> bool) -> usize {
-    let mut n = 0;
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            n += count(&p, f);
-        } else if f(&p.to_string_lossy()) {
-            n += 1;
-        }
-    }
-    n
+    common::files(dir, f).0
 }
 
 async fn read_all(table: &Table) -> usize {

@@ -15,14 +15,13 @@ use std::ops::Range;
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
-use paimon::spec::{BinaryRow, DataFileMeta, DataType, Datum};
+use paimon::spec::{BinaryRow, DataFileMeta, DataType};
 use paimon::Table;
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
-use crate::error::{paimon_err, LsmError, Result};
+use crate::error::{LsmError, Result};
 use crate::files::BucketFiles;
+use crate::stats::MinMax;
 
 /// Rows per parquet row group of a compacted file (bounds the writer's buffer).
 const ROW_GROUP_ROWS: usize = 64 * 1024;
@@ -148,9 +147,6 @@ pub(crate) fn check_table(table: &Table, name: &str) -> Result<()> {
     if let Some(key) = opts.keys().find(|k| k.starts_with("file-index.")) {
         return refuse(format!("append compaction does not write file indexes (option `{key}`)"));
     }
-    if opts.get("file.format").is_some_and(|f| f != "parquet") {
-        return refuse("compaction writes parquet; this table uses another file.format".into());
-    }
     Ok(())
 }
 
@@ -171,11 +167,7 @@ struct Output {
 
 impl AppendRewrite<'_> {
     fn file_err(&self, file: &str, message: impl std::fmt::Display) -> LsmError {
-        LsmError::DataFile {
-            table: self.name.to_string(),
-            file: file.to_string(),
-            message: message.to_string(),
-        }
+        LsmError::data_file(self.name, file, message)
     }
 
     /// Writes the merged files (not yet committed) and returns them. Reads one input at a
@@ -185,8 +177,9 @@ impl AppendRewrite<'_> {
     /// An input cannot be read or has another layout; writing failed. Files already written
     /// are removed then.
     pub async fn run(&self) -> Result<Vec<DataFileMeta>> {
+        let template = self.template()?;
         let mut done = Vec::new();
-        match self.write_all(&mut done).await {
+        match self.write_all(&template, &mut done).await {
             Ok(()) => Ok(done),
             Err(e) => {
                 self.abort(&done).await;
@@ -195,7 +188,7 @@ impl AppendRewrite<'_> {
         }
     }
 
-    async fn write_all(&self, done: &mut Vec<DataFileMeta>) -> Result<()> {
+    async fn write_all(&self, template: &DataFileMeta, done: &mut Vec<DataFileMeta>) -> Result<()> {
         let schema_id = self.table.schema().id();
         let table_names: Vec<&str> = self.table.schema().fields().iter().map(|f| f.name()).collect();
         let mut layout: Option<SchemaRef> = None;
@@ -242,7 +235,7 @@ impl AppendRewrite<'_> {
                     });
                 }
                 rows += batch.num_rows();
-                self.write_batch(&mut current, &schema, &batch, done).await?;
+                self.write_batch(&mut current, &schema, &batch, template, done).await?;
             }
             if i64::try_from(rows).ok() != Some(file.row_count) {
                 return Err(self.file_err(
@@ -252,7 +245,7 @@ impl AppendRewrite<'_> {
             }
         }
         if let Some(out) = current.take() {
-            let meta = self.finish(out, done.len()).await?;
+            let meta = self.finish(out, template, done.len()).await?;
             done.push(meta);
         }
         Ok(())
@@ -263,14 +256,13 @@ impl AppendRewrite<'_> {
         current: &mut Option<Output>,
         schema: &SchemaRef,
         batch: &RecordBatch,
+        template: &DataFileMeta,
         done: &mut Vec<DataFileMeta>,
     ) -> Result<()> {
         let out = match current {
             Some(o) => o,
             None => {
-                let props = WriterProperties::builder()
-                    .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("zstd level 1")))
-                    .set_statistics_enabled(EnabledStatistics::Chunk)
+                let props = crate::kvfile::writer_properties()
                     .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
                     .build();
                 let writer = ArrowWriter::try_new(Vec::new(), schema.clone(), Some(props))
@@ -283,23 +275,35 @@ impl AppendRewrite<'_> {
         let written = out.writer.bytes_written() + out.writer.in_progress_size();
         if written as u64 >= self.target_file_size {
             let full = current.take().expect("an output is open");
-            let meta = self.finish(full, done.len()).await?;
+            let meta = self.finish(full, template, done.len()).await?;
             done.push(meta);
         }
         Ok(())
     }
 
-    /// Closes `out`, stores it and describes it.
-    async fn finish(&self, out: Output, ordinal: usize) -> Result<DataFileMeta> {
-        let prefix = self.table.schema().options().get("data-file.prefix").map_or("data-", String::as_str);
-        let file_name = format!("{prefix}{}-{ordinal}.parquet", uuid::Uuid::new_v4());
+    /// Closes `out`, stores it and describes it (`template` with its name, size and rows).
+    async fn finish(&self, out: Output, template: &DataFileMeta, ordinal: usize) -> Result<DataFileMeta> {
+        let file_name = crate::kvfile::new_file_name(self.table, false, ordinal);
         let buf = out.writer.into_inner().map_err(|e| self.file_err(&file_name, e))?;
-        let first = self.inputs.first().expect("a merge has inputs");
-        let (value_stats, value_stats_cols) = self.merged_value_stats()?;
         let meta = DataFileMeta {
-            file_name: file_name.clone(),
+            file_name,
             file_size: i64::try_from(buf.len()).expect("file size fits i64"),
             row_count: i64::try_from(out.rows).expect("rows fit i64"),
+            ..template.clone()
+        };
+        crate::kvfile::store(self.table, self.name, &meta.data_file_path(&self.bucket.bucket_path), buf)
+            .await?;
+        Ok(meta)
+    }
+
+    /// What every output file of this merge records, but for its name, size and rows.
+    fn template(&self) -> Result<DataFileMeta> {
+        let first = self.inputs.first().expect("a merge has inputs");
+        let (value_stats, value_stats_cols) = self.merged_value_stats()?;
+        Ok(DataFileMeta {
+            file_name: String::new(),
+            file_size: 0,
+            row_count: 0,
             min_key: first.min_key.clone(),
             max_key: first.max_key.clone(),
             key_stats: first.key_stats.clone(),
@@ -320,14 +324,7 @@ impl AppendRewrite<'_> {
             first_row_id: None,
             write_cols: None,
             column_max_sequence_numbers: None,
-        };
-        let path = meta.data_file_path(&self.bucket.bucket_path);
-        let output = self.table.file_io().new_output(&path).map_err(paimon_err(self.name, "create file"))?;
-        if let Err(e) = output.write(bytes::Bytes::from(buf)).await {
-            let _ = self.table.file_io().delete_file(&path).await;
-            return Err(paimon_err(self.name, "write file")(e));
-        }
-        Ok(meta)
+        })
     }
 
     /// The inputs' column statistics combined (every output of a merge gets the whole
@@ -359,9 +356,9 @@ impl AppendRewrite<'_> {
             }
         };
         let types: Vec<DataType> = columns.iter().map(|(_, t)| t.clone()).collect();
-        let mut mins: Vec<Option<Datum>> = vec![None; types.len()];
-        let mut maxs: Vec<Option<Datum>> = vec![None; types.len()];
-        let mut nulls = vec![0i64; types.len()];
+        // A file's bounds are two values of its column: their running min and max over every
+        // file are the merged bounds.
+        let mut acc = MinMax::new(types.len());
         for f in &self.inputs {
             let counts = f.value_stats.null_counts();
             let (Ok(lo), Ok(hi)) = (
@@ -378,16 +375,12 @@ impl AppendRewrite<'_> {
             }
             for (i, ty) in types.iter().enumerate() {
                 let Some(n) = counts[i] else { return none() };
-                nulls[i] += n;
+                acc.add_nulls(i, n);
                 let (Ok(a), Ok(b)) = (lo.get_datum(i, ty), hi.get_datum(i, ty)) else { return none() };
                 match (a, b) {
                     (Some(a), Some(b)) => {
-                        if mins[i].as_ref().is_none_or(|m| a < *m) {
-                            mins[i] = Some(a);
-                        }
-                        if maxs[i].as_ref().is_none_or(|m| b > *m) {
-                            maxs[i] = Some(b);
-                        }
+                        acc.add(i, Some(a));
+                        acc.add(i, Some(b));
                     }
                     // Bounds unknown although the file has values: no stats are safe.
                     _ if n < f.row_count => return none(),
@@ -395,7 +388,8 @@ impl AppendRewrite<'_> {
                 }
             }
         }
-        let stats = crate::stats::stats(&mins, &maxs, &nulls, &types)
+        let stats = acc
+            .finish(&types)
             .map_err(|message| LsmError::Refused { table: self.name.to_string(), message })?;
         let cols = first.value_stats_cols.clone();
         Ok((stats, cols))

@@ -34,6 +34,13 @@ pub enum LsmError {
     Fenced { table: String, what: &'static str, reason: String },
 }
 
+impl LsmError {
+    /// [`LsmError::DataFile`]: `file` of `table` could not be read, merged or written.
+    pub(crate) fn data_file(table: &str, file: &str, message: impl std::fmt::Display) -> LsmError {
+        LsmError::DataFile { table: table.to_string(), file: file.to_string(), message: message.to_string() }
+    }
+}
+
 /// Maps a Paimon error to [`LsmError::Paimon`] for `table`.
 pub(crate) fn paimon_err<'a>(
     table: &'a str,

@@ -55,11 +55,7 @@ pub(crate) async fn open_data_file(
         .map_err(paimon_err(name, "read data file"))?;
     parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
         .and_then(|b| b.with_batch_size(8192).build())
-        .map_err(|e| LsmError::DataFile {
-            table: name.to_string(),
-            file: file.file_name.clone(),
-            message: e.to_string(),
-        })
+        .map_err(|e| LsmError::data_file(name, &file.file_name, e))
 }
 
 /// The physical schema of `table`'s data and changelog files.
@@ -116,22 +112,13 @@ async fn write_named(
     kind: KvFile,
     changelog: bool,
 ) -> Result<DataFileMeta> {
-    let opts = table.schema().options();
-    let prefix = if changelog {
-        opts.get("changelog-file.prefix").map_or("changelog-", String::as_str)
-    } else {
-        opts.get("data-file.prefix").map_or("data-", String::as_str)
-    };
-    let file_name = format!("{prefix}{}-{}.parquet", uuid::Uuid::new_v4(), kind.ordinal);
+    let file_name = new_file_name(table, changelog, kind.ordinal);
     let fail =
         |message: String| LsmError::DataFile { table: name.to_string(), file: file_name.clone(), message };
     if chunk.num_rows() == 0 || chunk.num_columns() < 3 {
         return Err(fail("nothing to write".into()));
     }
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("zstd level 1")))
-        .set_statistics_enabled(EnabledStatistics::Chunk)
-        .build();
+    let props = writer_properties().build();
     let mut buf = Vec::new();
     let mut writer =
         ArrowWriter::try_new(&mut buf, chunk.schema(), Some(props)).map_err(|e| fail(e.to_string()))?;
@@ -199,13 +186,39 @@ async fn write_named(
         write_cols: None,
         column_max_sequence_numbers: None,
     };
-    let path = meta.data_file_path(bucket_path);
-    let output = table.file_io().new_output(&path).map_err(paimon_err(name, "create file"))?;
+    store(table, name, &meta.data_file_path(bucket_path), buf).await?;
+    Ok(meta)
+}
+
+/// A new data (or changelog) file name: the table's `data-file.prefix` (`changelog-file.prefix`),
+/// a UUID and `ordinal`, which distinguishes files written together.
+pub(crate) fn new_file_name(table: &Table, changelog: bool, ordinal: usize) -> String {
+    let opts = table.schema().options();
+    let prefix = if changelog {
+        opts.get("changelog-file.prefix").map_or("changelog-", String::as_str)
+    } else {
+        opts.get("data-file.prefix").map_or("data-", String::as_str)
+    };
+    format!("{prefix}{}-{ordinal}.parquet", uuid::Uuid::new_v4())
+}
+
+/// How every file livestate writes is encoded: parquet, zstd level 1, chunk statistics.
+pub(crate) fn writer_properties() -> parquet::file::properties::WriterPropertiesBuilder {
+    WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("zstd level 1")))
+        .set_statistics_enabled(EnabledStatistics::Chunk)
+}
+
+/// Writes `buf` as the file at `path`.
+///
+/// # Errors
+/// Creating or writing the file failed; a partial file (a full disk) is removed then, as
+/// nothing references it, rather than left to orphan cleanup.
+pub(crate) async fn store(table: &Table, name: &str, path: &str, buf: Vec<u8>) -> Result<()> {
+    let output = table.file_io().new_output(path).map_err(paimon_err(name, "create file"))?;
     if let Err(e) = output.write(bytes::Bytes::from(buf)).await {
-        // A partial file (a full disk) is referenced by nothing; remove it now rather than
-        // leave it to orphan cleanup.
-        let _ = table.file_io().delete_file(&path).await;
+        let _ = table.file_io().delete_file(path).await;
         return Err(paimon_err(name, "write file")(e));
     }
-    Ok(meta)
+    Ok(())
 }

@@ -195,6 +195,17 @@ impl Maintainer {
         }
     }
 
+    fn append_picker(&self) -> append::AppendPicker {
+        let opts = &self.compaction.append;
+        append::AppendPicker {
+            small: opts.small_file_size,
+            target: opts.target_file_size,
+            min_files: opts.min_file_num,
+            max_files: opts.max_file_num,
+            size_ratio: self.compaction.size_ratio,
+        }
+    }
+
     fn is_primary_key(&self) -> bool {
         !self.table.schema().primary_keys().is_empty()
     }
@@ -249,14 +260,14 @@ impl Maintainer {
         else {
             return Ok(CompactReport::default());
         };
-        if !self.is_primary_key() {
-            return self.compact_append(mode, snapshot_id, progress).await;
-        }
         if self.table.schema().options().get("file.format").is_some_and(|f| f != "parquet") {
             return Err(LsmError::Refused {
                 table: self.name.clone(),
                 message: "compaction writes parquet; this table uses another file.format".into(),
             });
+        }
+        if !self.is_primary_key() {
+            return self.compact_append(mode, snapshot_id, progress).await;
         }
         let engine = self.table.schema().options().get("merge-engine").map_or("deduplicate", String::as_str);
         let (first_row, deduplicate) = (engine == "first-row", engine == "deduplicate");
@@ -327,14 +338,7 @@ impl Maintainer {
         mut progress: impl FnMut(usize, usize),
     ) -> Result<CompactReport> {
         append::check_table(&self.table, &self.name)?;
-        let opts = &self.compaction.append;
-        let picker = append::AppendPicker {
-            small: opts.small_file_size,
-            target: opts.target_file_size,
-            min_files: opts.min_file_num,
-            max_files: opts.max_file_num,
-            size_ratio: self.compaction.size_ratio,
-        };
+        let picker = self.append_picker();
         let buckets = live_files(&self.table, &self.name, &Version::Snapshot(snapshot_id)).await?;
         let mut changes: Vec<BucketChange> = Vec::new();
         let total = buckets.len();
@@ -354,7 +358,7 @@ impl Maintainer {
                     name: &self.name,
                     bucket: &change.bucket,
                     inputs: order[range].iter().map(|&f| change.bucket.files[f].clone()).collect(),
-                    target_file_size: opts.target_file_size,
+                    target_file_size: picker.target,
                 };
                 match job.run().await {
                     Ok(files) => {

@@ -70,7 +70,9 @@ impl CompactionOptions {
         let trigger = int(table, opts, "num-sorted-run.compaction-trigger")?.unwrap_or(5).max(1) as usize;
         let stop_trigger =
             int(table, opts, "num-sorted-run.stop-trigger")?.map_or(trigger + 3, |v| v as usize).max(trigger);
-        let append_target = size(table, opts, "target-file-size")?.unwrap_or(256 << 20).max(1 << 10);
+        // One option, two defaults: 128 mb for primary-key tables, 256 mb for append tables.
+        let target = size(table, opts, "target-file-size")?;
+        let append_target = target.unwrap_or(256 << 20).max(1 << 10);
         let ratio = fraction(table, opts, "compaction.small-file-ratio")?.unwrap_or(0.7);
         let min_file_num = int(table, opts, "compaction.min.file-num")?.unwrap_or(5).max(2) as usize;
         let append = AppendOptions {
@@ -90,7 +92,7 @@ impl CompactionOptions {
             size_ratio: int(table, opts, "compaction.size-ratio")?.unwrap_or(1),
             full_delta_commits: int(table, opts, "full-compaction.delta-commits")?,
             num_levels: int(table, opts, "num-levels")?.map_or(trigger + 1, |v| v as usize).max(2),
-            target_file_size: size(table, opts, "target-file-size")?.unwrap_or(128 << 20).max(1 << 10),
+            target_file_size: target.unwrap_or(128 << 20).max(1 << 10),
             manifest_merge_min_count: int(table, opts, "manifest.merge-min-count")?.unwrap_or(30).max(1)
                 as usize,
         })

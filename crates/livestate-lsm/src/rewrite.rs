@@ -52,11 +52,7 @@ struct KeyInfo {
 
 impl Rewrite<'_> {
     fn file_err(&self, file: &str, message: impl std::fmt::Display) -> LsmError {
-        LsmError::DataFile {
-            table: self.name.to_string(),
-            file: file.to_string(),
-            message: message.to_string(),
-        }
+        LsmError::data_file(self.name, file, message)
     }
 
     fn split(&self) -> Result<DataSplit> {

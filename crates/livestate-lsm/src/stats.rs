@@ -55,6 +55,11 @@ impl MinMax {
         }
     }
 
+    /// Counts `n` more nulls at `pos`.
+    pub fn add_nulls(&mut self, pos: usize, n: i64) {
+        self.nulls[pos] += n;
+    }
+
     /// Paimon's stats value for columns of Paimon types `types`.
     pub fn finish<T: DeserializeOwned>(&self, types: &[DataType]) -> Result<T, String> {
         stats(&self.mins, &self.maxs, &self.nulls, types)

@@ -6,8 +6,9 @@
 //! every health check and expiry pass, and zeroed 2 MiB per tag (docs/BENCHMARKS.md, "Soak").
 //! These read at most [`READ_AT_ONCE`] tags at a time, each with a read of exactly its size. A
 //! tag deleted between the listing and its read is left out; one that does not parse is read
-//! again for up to 200 ms (a tag being created is written in place), then reported. A [`TagCache`] keeps the tags a
-//! maintainer has read, so a listing reads only the tag files it has not seen before.
+//! again for up to 200 ms (a tag being created is written in place), then reported. A
+//! [`TagCache`] keeps the tags a maintainer has read, so a listing reads only the tag files it
+//! has not seen before.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
