@@ -29,22 +29,10 @@ struct Args {
 }
 
 fn args() -> Args {
-    let v: Vec<String> = std::env::args().collect();
-    let mut a = Args { commits: 1000, rows: 1000 };
-    let mut i = 1;
-    while i < v.len() {
-        let val = || v.get(i + 1).and_then(|s| s.parse::<usize>().ok()).expect("a number after the flag");
-        match v[i].as_str() {
-            "--commits" => a.commits = val(),
-            "--rows" => a.rows = val(),
-            _ => {
-                i += 1;
-                continue;
-            }
-        }
-        i += 2;
+    Args {
+        commits: common::number_flag("--commits").unwrap_or(1000),
+        rows: common::number_flag("--rows").unwrap_or(1000),
     }
-    a
 }
 
 #[derive(Default)]

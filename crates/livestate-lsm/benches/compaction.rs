@@ -35,30 +35,13 @@ struct Args {
 }
 
 fn args() -> Args {
-    let v: Vec<String> = std::env::args().collect();
-    let mut a = Args {
-        commits: 1000,
-        rows: 1000,
-        keys: 100_000,
-        buckets: 2,
-        skip_full_each: v.iter().any(|x| x == "--skip-full-each"),
-    };
-    let mut i = 1;
-    while i < v.len() {
-        let val = || v.get(i + 1).and_then(|s| s.parse::<usize>().ok()).expect("a number after the flag");
-        match v[i].as_str() {
-            "--commits" => a.commits = val(),
-            "--rows" => a.rows = val(),
-            "--keys" => a.keys = val() as u64,
-            "--buckets" => a.buckets = val(),
-            _ => {
-                i += 1;
-                continue;
-            }
-        }
-        i += 2;
+    Args {
+        commits: common::number_flag("--commits").unwrap_or(1000),
+        rows: common::number_flag("--rows").unwrap_or(1000),
+        keys: common::number_flag("--keys").map_or(100_000, |k| k as u64),
+        buckets: common::number_flag("--buckets").unwrap_or(2),
+        skip_full_each: std::env::args().any(|x| x == "--skip-full-each"),
     }
-    a
 }
 
 struct Rng(u64);

@@ -34,3 +34,13 @@ pub fn files(dir: &Path, f: &dyn Fn(&str) -> bool) -> (usize, u64) {
     }
     (n, bytes)
 }
+
+/// The number after `flag` on the command line, if the flag is given.
+///
+/// # Panics
+/// The flag is not followed by a whole number.
+pub fn number_flag(flag: &str) -> Option<usize> {
+    let v: Vec<String> = std::env::args().collect();
+    let at = v.iter().position(|a| a == flag)?;
+    Some(v.get(at + 1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("a number after {flag}")))
+}
