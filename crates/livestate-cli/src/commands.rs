@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
+use livestate_engine::Catalog;
 use livestate_engine::{
     load_spec, open_catalog, read, At, EngineError, LagSource, Layout, Livestate, Progress, ReadRequest,
     Status,
 };
 use livestate_spec::CompanySpec;
-use paimon::FileSystemCatalog;
 
 use crate::args::Command;
 use crate::render;
@@ -298,7 +298,7 @@ async fn derive(dir: &Path, once: bool, commit_every: u64) -> anyhow::Result<()>
 /// warehouse plus the status file the owner writes.
 struct SharedRead {
     spec: CompanySpec,
-    catalog: FileSystemCatalog,
+    catalog: Catalog,
     status: Option<Status>,
 }
 
@@ -342,7 +342,7 @@ impl ReadCtx {
         }
     }
 
-    fn parts(&self) -> (&CompanySpec, &FileSystemCatalog, LagSource<'_>) {
+    fn parts(&self) -> (&CompanySpec, &Catalog, LagSource<'_>) {
         match self {
             ReadCtx::Owned(ls) => (&ls.spec, &ls.catalog, ls.lag_source()),
             ReadCtx::Shared(s) => (&s.spec, &s.catalog, LagSource::Status(s.status.clone())),

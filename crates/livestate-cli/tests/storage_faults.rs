@@ -390,12 +390,11 @@ fn emit_sim(dir: &Path, orders: usize) {
 fn warehouse_rows(dir: &Path) -> BTreeMap<String, Vec<Vec<livestate_spec::Value>>> {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        use paimon::Catalog;
         let ls = livestate_engine::Livestate::open(dir).await.unwrap();
         let mut out = BTreeMap::new();
         for (name, ts) in &ls.spec.tables {
             let table =
-                ls.catalog.get_table(&paimon::catalog::Identifier::new("state", name.clone())).await.unwrap();
+                ls.catalog.table(&paimon::catalog::Identifier::new("state", name.clone())).await.unwrap();
             let mut rows = livestate_engine::read::scan_all(&table, ts).await.unwrap();
             rows.sort_by_key(|r| format!("{r:?}"));
             out.insert(name.clone(), rows);
@@ -557,10 +556,9 @@ struct TableFiles {
 fn stock_files(dir: &Path) -> TableFiles {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        use paimon::Catalog;
         let layout = livestate_engine::Layout::new(dir).unwrap();
         let catalog = livestate_engine::open_catalog(&layout).unwrap();
-        let table = catalog.get_table(&paimon::catalog::Identifier::new("state", "stock")).await.unwrap();
+        let table = catalog.table(&paimon::catalog::Identifier::new("state", "stock")).await.unwrap();
         let sm = table.snapshot_manager();
         let first = sm.get_snapshot(1).await.unwrap();
         let latest = sm.get_latest_snapshot().await.unwrap().unwrap();

@@ -6,7 +6,6 @@ use std::time::Duration;
 use livestate_record::{Record, RecordedEvent};
 use livestate_spec::{Action, CompanySpec, Event, EventEnvelope, Freshness, Value};
 use paimon::spec::RowKind;
-use paimon::FileSystemCatalog;
 
 use crate::error::EngineError;
 use crate::index::Index;
@@ -14,6 +13,7 @@ use crate::layout::{Layout, Status, TableProgress};
 use crate::schema::{archive_row, ARCHIVE_TABLE, RECORD_DB, STATE_DB};
 use crate::sink::{TableSink, Tracking};
 use crate::upkeep::Upkeep;
+use crate::Catalog;
 
 /// Events read from the record per step.
 const READ_CHUNK: usize = 4096;
@@ -78,7 +78,7 @@ struct StateSink {
 
 impl Derivers {
     pub(crate) async fn open(
-        catalog: &FileSystemCatalog,
+        catalog: &Catalog,
         spec: &CompanySpec,
         layout: &Layout,
         index: &Arc<Index>,

@@ -20,7 +20,6 @@ use std::fmt::Write as _;
 use livestate_spec::expr::{BinOp, Expr};
 use livestate_spec::{Action, CompanySpec, Mapping, Value, ValueType};
 use paimon::catalog::Identifier;
-use paimon::Catalog;
 
 use crate::error::{paimon_err, EngineError};
 use crate::layout::Layout;
@@ -71,7 +70,7 @@ pub async fn flink_sql(layout: &Layout, target: &FlinkTarget) -> Result<String, 
     for t in spec.tables.values() {
         let full = format!("{STATE_DB}.{}", t.name);
         let table = catalog
-            .get_table(&Identifier::new(STATE_DB, t.name.clone()))
+            .table(&Identifier::new(STATE_DB, t.name.clone()))
             .await
             .map_err(paimon_err(&full, "open"))?;
         let schema = table.schema();

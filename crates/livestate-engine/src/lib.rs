@@ -7,12 +7,14 @@
 //! record offset as the Paimon commit identifier so a restart resumes exactly where the last
 //! commit ended. [`read::read`] answers with rows and a [`Receipt`].
 
+pub mod catalog;
 mod derive;
 mod error;
 pub mod flink;
 pub mod index;
 mod layout;
 pub mod lease;
+pub mod local_io;
 pub mod read;
 mod rows;
 pub mod schema;
@@ -28,8 +30,9 @@ use std::path::Path;
 use livestate_record::{Appended, NewEvent, Record};
 use livestate_spec::{CompanySpec, Event};
 use paimon::catalog::Identifier;
-use paimon::{Catalog, FileSystemCatalog};
+use paimon::Catalog as _;
 
+pub use catalog::Catalog;
 pub use derive::{Barrier, DeriveReport, Derivers, Progress, CATCH_UP_COMMIT_EVENTS};
 pub use error::{EngineError, LineError};
 pub use layout::{Layout, Status, TableProgress, WriteLock};
@@ -60,9 +63,8 @@ pub struct EmitReport {
 ///
 /// # Errors
 /// [`EngineError::BadWarehouse`] for an unreadable warehouse config; Paimon configuration errors.
-pub fn open_catalog(layout: &Layout) -> Result<FileSystemCatalog, EngineError> {
-    FileSystemCatalog::new(layout.warehouse()?.catalog_options())
-        .map_err(paimon_err("warehouse", "open catalog"))
+pub fn open_catalog(layout: &Layout) -> Result<Catalog, EngineError> {
+    Catalog::open(&layout.warehouse()?)
 }
 
 /// Loads the spec a directory was initialised with.
@@ -81,7 +83,7 @@ pub struct Livestate {
     pub layout: Layout,
     pub spec: CompanySpec,
     pub record: Record,
-    pub catalog: FileSystemCatalog,
+    pub catalog: Catalog,
     /// Each state table's current rows by key, as of its last commit.
     pub index: std::sync::Arc<Index>,
     /// The single-writer lease of an object-storage warehouse (`None` for a local one).
@@ -163,22 +165,26 @@ impl Livestate {
         };
         let catalog = open_catalog(&layout)?;
         catalog
+            .paimon()
             .create_database(STATE_DB, true, HashMap::new())
             .await
             .map_err(paimon_err(STATE_DB, "create database"))?;
         catalog
+            .paimon()
             .create_database(RECORD_DB, true, HashMap::new())
             .await
             .map_err(paimon_err(RECORD_DB, "create database"))?;
         for t in spec.tables.values() {
             let schema = state_schema(t).map_err(paimon_err(&t.name, "schema"))?;
             catalog
+                .paimon()
                 .create_table(&Identifier::new(STATE_DB, t.name.clone()), schema, true)
                 .await
                 .map_err(paimon_err(&t.name, "create table"))?;
         }
         let archive = archive_schema().map_err(paimon_err(ARCHIVE_TABLE, "schema"))?;
         catalog
+            .paimon()
             .create_table(&Identifier::new(RECORD_DB, ARCHIVE_TABLE), archive, true)
             .await
             .map_err(paimon_err(ARCHIVE_TABLE, "create table"))?;
@@ -213,7 +219,7 @@ impl Livestate {
     fn assemble(
         layout: Layout,
         spec: CompanySpec,
-        catalog: FileSystemCatalog,
+        catalog: Catalog,
         lease: Option<std::sync::Arc<Lease>>,
         lock: WriteLock,
     ) -> Result<Livestate, EngineError> {
@@ -350,7 +356,7 @@ impl Livestate {
         let (t, full) = if table == format!("{RECORD_DB}.{ARCHIVE_TABLE}") {
             let t = self
                 .catalog
-                .get_table(&Identifier::new(RECORD_DB, ARCHIVE_TABLE))
+                .table(&Identifier::new(RECORD_DB, ARCHIVE_TABLE))
                 .await
                 .map_err(paimon_err(table, "open"))?;
             (t, table.to_string())

@@ -11,7 +11,7 @@ use livestate_spec::freshness::format_duration;
 use livestate_spec::{CompanySpec, MergeEngine, TableSpec, Value};
 use paimon::catalog::Identifier;
 use paimon::spec::{Datum, Predicate, PredicateBuilder, Snapshot};
-use paimon::{Catalog, FileSystemCatalog, Table};
+use paimon::Table;
 use serde::Serialize;
 
 use crate::error::{diagnose, paimon_err, EngineError};
@@ -19,6 +19,7 @@ use crate::index::{key_bytes, Index, IndexMeta};
 use crate::layout::Status;
 use crate::schema::latest_own_snapshot;
 use crate::schema::STATE_DB;
+use crate::Catalog;
 
 /// Which version of a table to read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,14 +131,13 @@ fn table_spec<'s>(spec: &'s CompanySpec, name: &str) -> Result<&'s TableSpec, En
 }
 
 pub(crate) async fn get_table(
-    catalog: &FileSystemCatalog,
+    catalog: &Catalog,
     spec: &CompanySpec,
     name: &str,
 ) -> Result<(Table, TableSpec), EngineError> {
     let ts = table_spec(spec, name)?;
     let full = format!("{STATE_DB}.{name}");
-    let table =
-        catalog.get_table(&Identifier::new(STATE_DB, name)).await.map_err(paimon_err(&full, "open"))?;
+    let table = catalog.table(&Identifier::new(STATE_DB, name)).await.map_err(paimon_err(&full, "open"))?;
     Ok((table, ts.clone()))
 }
 
@@ -273,7 +273,7 @@ fn datum(v: &Value) -> Option<Datum> {
 /// [`EngineError::UnknownTable`], [`EngineError::BadRequest`] for filters that do not fit, Paimon
 /// errors (an unknown snapshot or tag among them).
 pub async fn read(
-    catalog: &FileSystemCatalog,
+    catalog: &Catalog,
     spec: &CompanySpec,
     req: &ReadRequest,
     lag: &LagSource<'_>,
@@ -292,7 +292,7 @@ pub async fn read(
 /// As [`read`]; [`EngineError::BadRequest`] when the condition fails on a row (an overflow,
 /// say).
 pub async fn read_where(
-    catalog: &FileSystemCatalog,
+    catalog: &Catalog,
     spec: &CompanySpec,
     req: &ReadRequest,
     condition: Option<&Expr>,
@@ -332,7 +332,7 @@ fn required_filters(ts: &TableSpec, condition: &Expr) -> Vec<(usize, Value)> {
 }
 
 async fn read_filtered(
-    catalog: &FileSystemCatalog,
+    catalog: &Catalog,
     spec: &CompanySpec,
     req: &ReadRequest,
     filters: &[(usize, Value)],
@@ -462,7 +462,7 @@ fn check_tag_name(table: &str, name: &str) -> Result<(), EngineError> {
 /// [`EngineError::UnknownTable`], [`EngineError::BadRequest`] for a missing snapshot or tag,
 /// Paimon errors.
 pub async fn receipt(
-    catalog: &FileSystemCatalog,
+    catalog: &Catalog,
     spec: &CompanySpec,
     table: &str,
     at: &At,
@@ -695,7 +695,7 @@ fn sort_by_key(ts: &TableSpec, rows: &mut [Vec<Value>]) {
 /// # Errors
 /// Paimon errors.
 pub async fn tables(
-    catalog: &FileSystemCatalog,
+    catalog: &Catalog,
     spec: &CompanySpec,
     lag: &LagSource<'_>,
     maintainers: Option<&HashMap<String, livestate_lsm::Maintainer>>,
@@ -746,13 +746,11 @@ pub fn format_lag(ms: u64) -> String {
 ///
 /// # Errors
 /// Paimon errors.
-pub async fn archive_rows(catalog: &FileSystemCatalog) -> Result<Vec<Vec<Value>>, EngineError> {
+pub async fn archive_rows(catalog: &Catalog) -> Result<Vec<Vec<Value>>, EngineError> {
     use crate::schema::{ARCHIVE_TABLE, RECORD_DB};
     let full = format!("{RECORD_DB}.{ARCHIVE_TABLE}");
-    let table = catalog
-        .get_table(&Identifier::new(RECORD_DB, ARCHIVE_TABLE))
-        .await
-        .map_err(paimon_err(&full, "open"))?;
+    let table =
+        catalog.table(&Identifier::new(RECORD_DB, ARCHIVE_TABLE)).await.map_err(paimon_err(&full, "open"))?;
     if table
         .snapshot_manager()
         .get_latest_snapshot_id()

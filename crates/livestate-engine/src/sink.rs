@@ -10,13 +10,14 @@ use livestate_lsm::{CommitLock, Maintainer, SharedFence};
 use livestate_spec::{Action, Merger, TableSpec, Trigger, Value};
 use paimon::catalog::Identifier;
 use paimon::spec::{BinaryRow, RowKind};
-use paimon::{Catalog, CommitMessage, FileSystemCatalog, Table, TableCommit, TableWrite};
+use paimon::{CommitMessage, Table, TableCommit, TableWrite};
 
 use crate::error::{diagnose, paimon_err, EngineError};
 use crate::index::{Index, IndexMeta};
 use crate::rows::{self, KindRow};
 use crate::schema::{latest_own_snapshot, COMMIT_USER};
 use crate::triggers::{Effects, TableTriggers};
+use crate::Catalog;
 
 /// Rows buffered before they are handed to the Paimon writer.
 const WRITE_BATCH_ROWS: usize = 8192;
@@ -202,7 +203,7 @@ impl Tracking {
 
 impl TableSink {
     pub async fn open(
-        catalog: &FileSystemCatalog,
+        catalog: &Catalog,
         db: &str,
         name: &str,
         with_kind: bool,
@@ -210,7 +211,7 @@ impl TableSink {
         fence: Option<SharedFence>,
     ) -> Result<TableSink, EngineError> {
         let full = format!("{db}.{name}");
-        let table = catalog.get_table(&Identifier::new(db, name)).await.map_err(paimon_err(&full, "open"))?;
+        let table = catalog.table(&Identifier::new(db, name)).await.map_err(paimon_err(&full, "open"))?;
         match TableSink::open_table(table.clone(), full.clone(), with_kind, tracking, fence).await {
             Ok(sink) => Ok(sink),
             Err(e) => Err(diagnose(&table, &full, None, e).await),

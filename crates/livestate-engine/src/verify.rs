@@ -6,7 +6,6 @@ use std::path::Path;
 use livestate_lsm::TableCheck;
 use livestate_record::{FilesCheck, RecordCheck};
 use paimon::catalog::Identifier;
-use paimon::Catalog;
 
 use crate::error::EngineError;
 use crate::layout::{Layout, WriteLock};
@@ -89,7 +88,7 @@ pub async fn verify(dir: &Path) -> Result<VerifyReport, EngineError> {
     tables.push((RECORD_DB.to_string(), ARCHIVE_TABLE.to_string()));
     for (db, name) in tables {
         let full = format!("{db}.{name}");
-        let check = match catalog.get_table(&Identifier::new(db.as_str(), name.as_str())).await {
+        let check = match catalog.table(&Identifier::new(db.as_str(), name.as_str())).await {
             Ok(table) => match livestate_lsm::verify_table(&table, &full).await {
                 Ok(c) => c,
                 Err(e) => TableCheck {

@@ -12,7 +12,7 @@ use livestate_engine::schema::STATE_DB;
 use livestate_engine::Livestate;
 use livestate_spec::Value;
 use paimon::catalog::Identifier;
-use paimon::{Catalog, IncrementalScanMode};
+use paimon::IncrementalScanMode;
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -28,7 +28,7 @@ fn canon(rows: impl IntoIterator<Item = Vec<Value>>) -> Vec<String> {
 
 async fn paimon_rows(ls: &Livestate, table: &str) -> Vec<String> {
     let ts = ls.spec.table(table).unwrap();
-    let t = ls.catalog.get_table(&Identifier::new(STATE_DB, table)).await.unwrap();
+    let t = ls.catalog.table(&Identifier::new(STATE_DB, table)).await.unwrap();
     canon(livestate_engine::read::scan_all(&t, ts).await.unwrap())
 }
 
@@ -39,7 +39,7 @@ fn index_rows(ls: &Livestate, table: &str) -> Vec<String> {
 /// Every change row of every snapshot, replayed in order onto an empty map keyed by primary key.
 async fn replayed(ls: &Livestate, table: &str) -> Vec<String> {
     let ts = ls.spec.table(table).unwrap();
-    let t = ls.catalog.get_table(&Identifier::new(STATE_DB, table)).await.unwrap();
+    let t = ls.catalog.table(&Identifier::new(STATE_DB, table)).await.unwrap();
     let Some(latest) = t.snapshot_manager().get_latest_snapshot_id().await.unwrap() else {
         return Vec::new();
     };

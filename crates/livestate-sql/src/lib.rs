@@ -27,10 +27,10 @@ use std::time::Duration;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionContext;
+use livestate_engine::Catalog;
 use livestate_engine::{At, LagSource, Receipt};
 use livestate_spec::CompanySpec;
 use paimon::catalog::Identifier;
-use paimon::{Catalog, FileSystemCatalog};
 use paimon_datafusion::PaimonTableProvider;
 use serde::Serialize;
 use serde_json::Value;
@@ -254,7 +254,7 @@ pub fn check_read_only(plan: &LogicalPlan) -> Result<Vec<String>, SqlError> {
 /// # Errors
 /// [`SqlError`]: not read-only, not plannable, unknown version, too slow, or a read error.
 pub async fn query(
-    catalog: &FileSystemCatalog,
+    catalog: &Catalog,
     spec: &CompanySpec,
     lag: &LagSource<'_>,
     sql: &str,
@@ -326,12 +326,12 @@ pub async fn query(
 }
 
 async fn provider(
-    catalog: &FileSystemCatalog,
+    catalog: &Catalog,
     table: &str,
     at: Option<At>,
 ) -> Result<Arc<PaimonTableProvider>, SqlError> {
     let t = catalog
-        .get_table(&Identifier::new(livestate_engine::schema::STATE_DB, table))
+        .table(&Identifier::new(livestate_engine::schema::STATE_DB, table))
         .await
         .map_err(|e| SqlError::Exec(e.to_string()))?;
     let t = match at {

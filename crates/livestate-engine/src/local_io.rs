@@ -1,0 +1,262 @@
+//! The OpenDAL operator a local warehouse's tables are read and written through: the filesystem
+//! service, with reads sized to what they return.
+//!
+//! The `paimon` crate reads a whole file (a snapshot, a manifest, a schema, a hint, a tag) with
+//! an unbounded read. OpenDAL's filesystem service answers one with positioned reads of up to
+//! 2 MiB: it zero-fills a 2 MiB buffer for a file of a few kilobytes, then takes a second 2 MiB
+//! buffer to learn that the file has ended, and the bytes it returns are a slice of that buffer,
+//! so the whole buffer stays allocated while anything holds them; the service also keeps up to
+//! 16 such buffers pooled for later reads. Under a steady load that was most of the server's
+//! memory growth and, at the end of an hour, most of its CPU (docs/BENCHMARKS.md, "Soak").
+//!
+//! [`ExactReads`] asks the file's length first and reads exactly that many bytes, and it copies
+//! every buffer it returns into an allocation of the buffer's own length, so nothing a caller
+//! keeps pins a pooled buffer. A read of a range with an end passes through unchanged but for the
+//! copy. What an unbounded read returns is the file as long as it was when the read began:
+//! Paimon writes its data and manifest files once, and a file rewritten in place (a hint or a
+//! tag) can be met half-written by either kind of read.
+
+use std::fmt;
+use std::sync::Arc;
+
+use opendal::raw::oio::{self, ReadStreamDyn};
+use opendal::raw::{
+    Layer, OpCopier, OpCopy, OpCreateDir, OpList, OpPresign, OpRead, OpRename, OpStat, OpWrite, RpCreateDir,
+    RpPresign, RpRead, RpRename, RpStat, Service, ServiceInfo, Servicer,
+};
+use opendal::{Buffer, BytesRange, Capability, ErrorKind, OperationContext, Operator, Result};
+use opendal_service_fs::FsConfig;
+
+/// Largest single positioned read of an unbounded read (OpenDAL's own bound).
+const MAX_READ: u64 = 2 * 1024 * 1024;
+
+/// The local filesystem, rooted at `/` as the `paimon` crate roots its own, with [`ExactReads`].
+///
+/// # Errors
+/// OpenDAL's, if the filesystem service cannot be configured.
+pub fn operator() -> Result<Operator> {
+    let mut cfg = FsConfig::default();
+    cfg.root = Some("/".to_string());
+    Ok(Operator::from_config(cfg)?.layer(ExactReads))
+}
+
+/// An OpenDAL layer: unbounded reads are read to the length the file has, and every returned
+/// buffer owns an allocation of its own length.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ExactReads;
+
+impl Layer for ExactReads {
+    fn apply_service(&self, inner: Servicer) -> Servicer {
+        Arc::new(ExactReadService { inner })
+    }
+}
+
+struct ExactReadService {
+    inner: Servicer,
+}
+
+impl fmt::Debug for ExactReadService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExactReadService").field("inner", &self.inner).finish()
+    }
+}
+
+impl Service for ExactReadService {
+    type Reader = oio::Reader;
+    type Writer = oio::Writer;
+    type Lister = oio::Lister;
+    type Deleter = oio::Deleter;
+    type Copier = oio::Copier;
+
+    fn info(&self) -> ServiceInfo {
+        self.inner.info()
+    }
+
+    fn capability(&self) -> Capability {
+        self.inner.capability()
+    }
+
+    async fn create_dir(&self, ctx: &OperationContext, path: &str, args: OpCreateDir) -> Result<RpCreateDir> {
+        self.inner.create_dir(ctx, path, args).await
+    }
+
+    async fn stat(&self, ctx: &OperationContext, path: &str, args: OpStat) -> Result<RpStat> {
+        self.inner.stat(ctx, path, args).await
+    }
+
+    fn read(&self, ctx: &OperationContext, path: &str, args: OpRead) -> Result<Self::Reader> {
+        Ok(Box::new(ExactReader {
+            inner: Arc::new(self.inner.read(ctx, path, args)?),
+            srv: self.inner.clone(),
+            ctx: ctx.clone(),
+            path: path.to_string(),
+        }))
+    }
+
+    fn write(&self, ctx: &OperationContext, path: &str, args: OpWrite) -> Result<Self::Writer> {
+        self.inner.write(ctx, path, args)
+    }
+
+    fn delete(&self, ctx: &OperationContext) -> Result<Self::Deleter> {
+        self.inner.delete(ctx)
+    }
+
+    fn list(&self, ctx: &OperationContext, path: &str, args: OpList) -> Result<Self::Lister> {
+        self.inner.list(ctx, path, args)
+    }
+
+    fn copy(
+        &self,
+        ctx: &OperationContext,
+        from: &str,
+        to: &str,
+        args: OpCopy,
+        opts: OpCopier,
+    ) -> Result<Self::Copier> {
+        self.inner.copy(ctx, from, to, args, opts)
+    }
+
+    async fn rename(&self, ctx: &OperationContext, from: &str, to: &str, args: OpRename) -> Result<RpRename> {
+        self.inner.rename(ctx, from, to, args).await
+    }
+
+    async fn presign(&self, ctx: &OperationContext, path: &str, args: OpPresign) -> Result<RpPresign> {
+        self.inner.presign(ctx, path, args).await
+    }
+}
+
+struct ExactReader {
+    inner: Arc<oio::Reader>,
+    srv: Servicer,
+    ctx: OperationContext,
+    path: String,
+}
+
+impl oio::Read for ExactReader {
+    async fn open(&self, range: BytesRange) -> Result<(RpRead, Box<dyn ReadStreamDyn>)> {
+        if range.size().is_none() {
+            // The length, so that no read asks for more than the file holds. Should the file not
+            // stat, the read below fails (or succeeds) exactly as it would have.
+            if let Ok(stat) = self.srv.stat(&self.ctx, &self.path, OpStat::new()).await {
+                let end = stat.into_metadata().content_length();
+                let stream = ToLength { reader: self.inner.clone(), pos: range.offset(), end };
+                return Ok((RpRead::default(), Box::new(stream)));
+            }
+        }
+        let (rp, stream) = self.inner.open(range).await?;
+        Ok((rp, Box::new(Owned(stream))))
+    }
+
+    async fn read(&self, range: BytesRange) -> Result<(RpRead, Buffer)> {
+        let (rp, buf) = self.inner.read(range).await?;
+        Ok((rp, owned(buf)))
+    }
+}
+
+/// Reads `[pos, end)` in bounded reads, ending early (as an unbounded read would) should the
+/// file have become shorter.
+struct ToLength {
+    reader: Arc<oio::Reader>,
+    pos: u64,
+    end: u64,
+}
+
+impl oio::ReadStream for ToLength {
+    async fn read(&mut self) -> Result<Buffer> {
+        if self.pos >= self.end {
+            return Ok(Buffer::new());
+        }
+        let want = (self.end - self.pos).min(MAX_READ);
+        let (_, mut stream) = oio::Read::open(&*self.reader, BytesRange::new(self.pos, Some(want))).await?;
+        let buf = match oio::ReadStream::read(&mut stream).await {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == ErrorKind::RangeNotSatisfied => Buffer::new(),
+            Err(e) => return Err(e),
+        };
+        if buf.is_empty() {
+            self.end = self.pos;
+        }
+        self.pos += buf.len() as u64;
+        Ok(owned(buf))
+    }
+}
+
+/// A stream whose every buffer is copied into one of its own.
+struct Owned(Box<dyn ReadStreamDyn>);
+
+impl oio::ReadStream for Owned {
+    async fn read(&mut self) -> Result<Buffer> {
+        oio::ReadStream::read(&mut self.0).await.map(owned)
+    }
+}
+
+/// `buf` in an allocation of its own length (the service's buffers are slices of larger ones).
+fn owned(buf: Buffer) -> Buffer {
+    if buf.is_empty() {
+        buf
+    } else {
+        Buffer::from(buf.to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path_of(p: &std::path::Path) -> String {
+        p.to_string_lossy().trim_start_matches('/').to_string()
+    }
+
+    #[tokio::test]
+    async fn whole_file_reads_return_every_byte_of_files_of_every_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let op = operator().unwrap();
+        let mib = MAX_READ as usize;
+        for len in [0, 1, 1000, mib - 1, mib, mib + 1, 2 * mib + 17] {
+            let content: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+            let file = dir.path().join(format!("f{len}"));
+            std::fs::write(&file, &content).unwrap();
+            let got = op.read(&path_of(&file)).await.unwrap();
+            assert_eq!(got.len(), len, "length of a {len}-byte file");
+            assert!(got.to_vec() == content, "bytes of a {len}-byte file");
+            // From an offset to the end, and a bounded range, as the `paimon` crate asks for both.
+            if len > 10 {
+                let tail = op.read_with(&path_of(&file)).range(10..).await.unwrap();
+                assert!(tail.to_vec() == content[10..], "tail of a {len}-byte file");
+                let mid = op.read_with(&path_of(&file)).range(3..10).await.unwrap();
+                assert_eq!(mid.to_vec(), content[3..10]);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_missing_file_and_a_range_past_the_end_fail_as_they_do_without_the_layer() {
+        let dir = tempfile::tempdir().unwrap();
+        let op = operator().unwrap();
+        let missing = path_of(&dir.path().join("nothing-here"));
+        let e = op.read(&missing).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+        let file = dir.path().join("short");
+        std::fs::write(&file, b"0123456789").unwrap();
+        let e = op.read_with(&path_of(&file)).range(5..50).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::RangeNotSatisfied, "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_file_that_shrinks_after_it_was_measured_is_read_to_its_new_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("hint");
+        std::fs::write(&file, b"12345").unwrap();
+        let op = operator().unwrap();
+        let reader = op.reader(&path_of(&file)).await.unwrap();
+        // The stream measures the file when it opens; the file is then rewritten shorter.
+        let mut stream = reader.into_bytes_stream(..).await.unwrap();
+        std::fs::write(&file, b"12").unwrap();
+        let mut got = Vec::new();
+        use futures::TryStreamExt;
+        while let Some(b) = stream.try_next().await.unwrap() {
+            got.extend_from_slice(&b);
+        }
+        assert_eq!(got, b"12");
+    }
+}
