@@ -305,6 +305,7 @@ async fn emit_loop(
     ledger: &std::sync::Mutex<Ledger>,
     rng: &mut Rng,
     dead: &AtomicBool,
+    sending: &AtomicBool,
 ) {
     loop {
         let start = ledger.lock().unwrap().acked_events;
@@ -312,7 +313,10 @@ async fn emit_loop(
             return;
         }
         let end = (start + 1 + rng.below(60) as usize).min(stream.len());
-        match send_step(c, stream, start..end).await {
+        sending.store(true, Ordering::SeqCst);
+        let sent = send_step(c, stream, start..end).await;
+        sending.store(false, Ordering::SeqCst);
+        match sent {
             Ok(()) => ledger.lock().unwrap().acked_events = end,
             Err(e) if is_refused(&e) => panic!("events {start}..{end} refused: {e}"),
             Err(_) => {
@@ -712,16 +716,27 @@ async fn kill_9_of_serve_under_load_loses_nothing_acknowledged_and_every_table_a
         settle_doubts(&clients, &stream, &ledger).await;
 
         let dead = AtomicBool::new(false);
+        let sending = AtomicBool::new(false);
         let run_ms = 150 + rng.below(1800);
+        // Three kills in four wait (up to 200 ms) for an append to be on its way, so that most
+        // land mid-request however fast the server answers; the fourth lands wherever it falls.
+        let mid_request = rng.below(4) != 0;
         let (mut r1, mut r2, mut r3) = (Rng(rng.next()), Rng(rng.next()), Rng(rng.next()));
         let kill = async {
             tokio::time::sleep(Duration::from_millis(run_ms)).await;
+            let waited = Instant::now();
+            while mid_request
+                && !sending.load(Ordering::SeqCst)
+                && waited.elapsed() < Duration::from_millis(200)
+            {
+                tokio::time::sleep(Duration::from_micros(200)).await;
+            }
             server.kill_9();
             dead.store(true, Ordering::SeqCst);
         };
         tokio::join!(
             kill,
-            emit_loop(&clients, &stream, &ledger, &mut r1, &dead),
+            emit_loop(&clients, &stream, &ledger, &mut r1, &dead, &sending),
             agent_loop(&clients, &ledger, &mut r2, &dead),
             person_loop(&clients, &ledger, &mut r3, &dead),
         );
