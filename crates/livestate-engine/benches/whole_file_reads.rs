@@ -1,0 +1,111 @@
+//! Whole-file reads as the `paimon` crate makes them (an unbounded OpenDAL read of a snapshot,
+//! manifest list or manifest), through the filesystem operator the crate builds and through
+//! livestate's (`livestate_engine::local_io`), side by side in one run.
+//!
+//! ```text
+//! cargo bench -p livestate-engine --bench whole_file_reads -- --reads 5000
+//! ```
+//!
+//! For each file size: time per read (median and mean of `--reads` reads, one at a time), and
+//! the heap held by the last 100 results kept (the bytes a caller holding them pins).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Instant;
+
+use opendal::{Buffer, Operator};
+use opendal_service_fs::FsConfig;
+
+struct Counting;
+
+static LIVE: AtomicI64 = AtomicI64::new(0);
+
+// SAFETY: every call is passed to `System` unchanged; the wrapper only adds to a counter.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
+        // SAFETY: the caller's contract is `System`'s.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
+        // SAFETY: the caller's contract is `System`'s.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const KEPT: usize = 100;
+
+fn reads_flag() -> usize {
+    let v: Vec<String> = std::env::args().collect();
+    v.iter()
+        .position(|a| a == "--reads")
+        .and_then(|i| v.get(i + 1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5000)
+}
+
+struct Figures {
+    median_us: f64,
+    mean_us: f64,
+    kept_bytes: i64,
+}
+
+async fn measure(op: &Operator, path: &str, reads: usize) -> Figures {
+    let mut times = Vec::with_capacity(reads);
+    for _ in 0..reads {
+        let t = Instant::now();
+        let b = op.read(path).await.unwrap();
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+        drop(b);
+    }
+    let mean_us = times.iter().sum::<f64>() / times.len() as f64;
+    times.sort_by(f64::total_cmp);
+    let median_us = times[times.len() / 2];
+    let before = LIVE.load(Ordering::SeqCst);
+    let kept: Vec<Buffer> = {
+        let mut v = Vec::with_capacity(KEPT);
+        for _ in 0..KEPT {
+            v.push(op.read(path).await.unwrap());
+        }
+        v
+    };
+    let kept_bytes = LIVE.load(Ordering::SeqCst) - before;
+    drop(kept);
+    Figures { median_us, mean_us, kept_bytes }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let reads = reads_flag();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = FsConfig::default();
+    cfg.root = Some("/".to_string());
+    let plain = Operator::from_config(cfg).unwrap();
+    let exact = livestate_engine::local_io::operator().unwrap();
+    println!("| file | reads | per read, plain: median / mean, µs | livestate's: median / mean, µs | time ratio (median) | {KEPT} kept results hold, plain | livestate's |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for (what, len) in
+        [("snapshot, 1 KiB", 1024), ("manifest list, 16 KiB", 16 * 1024), ("manifest, 256 KiB", 256 * 1024)]
+    {
+        let file = dir.path().join(format!("f{len}"));
+        std::fs::write(&file, vec![b'x'; len]).unwrap();
+        let path = file.to_string_lossy().trim_start_matches('/').to_string();
+        let p = measure(&plain, &path, reads).await;
+        let e = measure(&exact, &path, reads).await;
+        println!(
+            "| {what} | {reads} | {:.1} / {:.1} | {:.1} / {:.1} | {:.2}× | {:.1} MiB | {:.2} MiB |",
+            p.median_us,
+            p.mean_us,
+            e.median_us,
+            e.mean_us,
+            p.median_us / e.median_us,
+            p.kept_bytes as f64 / 1048576.0,
+            e.kept_bytes as f64 / 1048576.0
+        );
+    }
+}
