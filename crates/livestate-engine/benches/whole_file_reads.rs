@@ -9,34 +9,16 @@
 //! For each file size: time per read (median and mean of `--reads` reads, one at a time), and
 //! the heap held by the last 100 results kept (the bytes a caller holding them pins).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Instant;
 
 use opendal::{Buffer, Operator};
 use opendal_service_fs::FsConfig;
 
-struct Counting;
-
-static LIVE: AtomicI64 = AtomicI64::new(0);
-
-// SAFETY: every call is passed to `System` unchanged; the wrapper only adds to a counter.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
-        // SAFETY: the caller's contract is `System`'s.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
-        // SAFETY: the caller's contract is `System`'s.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+#[path = "../tests/counting/mod.rs"]
+mod counting;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: counting::Counting = counting::Counting;
 
 const KEPT: usize = 100;
 
@@ -66,7 +48,7 @@ async fn measure(op: &Operator, path: &str, reads: usize) -> Figures {
     let mean_us = times.iter().sum::<f64>() / times.len() as f64;
     times.sort_by(f64::total_cmp);
     let median_us = times[times.len() / 2];
-    let before = LIVE.load(Ordering::SeqCst);
+    let before = counting::live();
     let kept: Vec<Buffer> = {
         let mut v = Vec::with_capacity(KEPT);
         for _ in 0..KEPT {
@@ -74,7 +56,7 @@ async fn measure(op: &Operator, path: &str, reads: usize) -> Figures {
         }
         v
     };
-    let kept_bytes = LIVE.load(Ordering::SeqCst) - before;
+    let kept_bytes = counting::live() - before;
     drop(kept);
     Figures { median_us, mean_us, kept_bytes }
 }

@@ -1,34 +1,14 @@
-//! What a whole-file read holds on the heap, with and without livestate's read layer. Its own test
-//! binary: the allocator below counts every allocation in the process, so nothing else may run
-//! beside it.
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicI64, Ordering};
+//! What a whole-file read holds on the heap, with and without livestate's read layer. Its own
+//! test binary: its counting allocator (tests/counting) sees every allocation in the process, so
+//! nothing else may run beside it.
 
 use opendal::{Buffer, Operator};
 use opendal_service_fs::FsConfig;
 
-struct Counting;
-
-static LIVE: AtomicI64 = AtomicI64::new(0);
-
-// SAFETY: every call is passed to `System` unchanged; the wrapper only adds to a counter.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
-        // SAFETY: the caller's contract is `System`'s.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
-        // SAFETY: the caller's contract is `System`'s.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+mod counting;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: counting::Counting = counting::Counting;
 
 const READS: usize = 20;
 const MIB: i64 = 1024 * 1024;
@@ -37,13 +17,13 @@ const MIB: i64 = 1024 * 1024;
 /// has filled the filesystem service's buffer pool.
 async fn held_by_reads(op: &Operator, path: &str) -> i64 {
     drop(op.read(path).await.unwrap());
-    let before = LIVE.load(Ordering::SeqCst);
+    let before = counting::live();
     let mut held: Vec<Buffer> = Vec::with_capacity(READS);
     for _ in 0..READS {
         held.push(op.read(path).await.unwrap());
     }
     assert!(held.iter().all(|b| b.len() == 1000));
-    LIVE.load(Ordering::SeqCst) - before
+    counting::live() - before
 }
 
 #[tokio::test(flavor = "current_thread")]
