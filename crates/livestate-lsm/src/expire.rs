@@ -156,15 +156,23 @@ impl Maintainer {
             return Err(refused(format!("tag `{tag}` already names snapshot {}", existing.id())));
         }
         let sm = self.table.snapshot_manager();
-        let ids = sm.list_all_ids().await.map_err(paimon_err(name, "list snapshots"))?;
-        if !ids.contains(&snapshot_id) {
-            let kept = match (ids.first(), ids.last()) {
-                (Some(a), Some(b)) => format!("snapshots kept: {a}..={b}"),
-                _ => "the table has no snapshot yet".into(),
-            };
-            return Err(refused(format!("there is no snapshot {snapshot_id} ({kept})")));
-        }
-        let snapshot = sm.get_snapshot(snapshot_id).await.map_err(paimon_err(name, "read snapshot"))?;
+        // The snapshot itself, not a listing of all of them (an hour of snapshots is thousands of
+        // files, and this runs for every proposal); the listing only names what is kept when the
+        // snapshot cannot be read.
+        let snapshot = match sm.get_snapshot(snapshot_id).await {
+            Ok(snapshot) => snapshot,
+            Err(e) => {
+                let ids = sm.list_all_ids().await.map_err(paimon_err(name, "list snapshots"))?;
+                if ids.contains(&snapshot_id) {
+                    return Err(paimon_err(name, "read snapshot")(e));
+                }
+                let kept = match (ids.first(), ids.last()) {
+                    (Some(a), Some(b)) => format!("snapshots kept: {a}..={b}"),
+                    _ => "the table has no snapshot yet".into(),
+                };
+                return Err(refused(format!("there is no snapshot {snapshot_id} ({kept})")));
+            }
+        };
         self.fenced("tag write").await?;
         tm.create_with_retention(tag, &snapshot, time_retained)
             .await

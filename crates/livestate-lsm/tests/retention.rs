@@ -285,3 +285,22 @@ async fn a_tag_file_met_while_it_is_written_is_read_again_and_one_that_stays_dam
     let err = h.maintainer.health().await.unwrap_err().to_string();
     assert!(err.contains("pin-a") && err.contains("not a Paimon tag"), "{err}");
 }
+
+#[tokio::test]
+async fn pinning_a_snapshot_that_exists_tags_it_and_one_that_does_not_is_refused_with_what_is_kept() {
+    let mut h = harness(&[]).await;
+    let row = |k: i64| (RowKind::Insert, (k, Some(k), Some(format!("v{k}"))));
+    h.commit(&[row(1)]).await;
+    h.commit(&[row(2)]).await;
+
+    let pinned = h.maintainer.pin("proposal-a", 1, Some("400 d")).await.unwrap();
+    assert_eq!(pinned.id(), 1);
+    assert_eq!(h.read_tag("proposal-a").await.len(), 1, "the tag reads snapshot 1");
+    // Again under the same name: a retry, answered with the same snapshot.
+    assert_eq!(h.maintainer.pin("proposal-a", 1, Some("400 d")).await.unwrap().id(), 1);
+
+    let e = h.maintainer.pin("proposal-b", 7, None).await.unwrap_err().to_string();
+    assert!(e.contains("there is no snapshot 7 (snapshots kept: 1..=2)"), "{e}");
+    let e = h.maintainer.pin("proposal-a", 2, None).await.unwrap_err().to_string();
+    assert!(e.contains("tag `proposal-a` already names snapshot 1"), "{e}");
+}
