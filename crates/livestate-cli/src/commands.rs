@@ -6,10 +6,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
-use livestate_engine::Catalog;
 use livestate_engine::{
-    load_spec, open_catalog, read, At, EngineError, LagSource, Layout, Livestate, Progress, ReadRequest,
-    Status,
+    load_spec, open_catalog, read, At, Catalog, EngineError, LagSource, Layout, Livestate, Progress,
+    ReadRequest, Status,
 };
 use livestate_spec::CompanySpec;
 

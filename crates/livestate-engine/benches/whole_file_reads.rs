@@ -3,22 +3,21 @@
 //! livestate's (`livestate_engine::local_io`), side by side in one run.
 //!
 //! ```text
-//! cargo bench -p livestate-engine --bench whole_file_reads -- --reads 5000
+//! cargo bench --workspace --bench whole_file_reads -- --reads 5000
 //! ```
 //!
 //! For each file size: time per read (median and mean of `--reads` reads, one at a time), and
-//! the heap held by the last 100 results kept (the bytes a caller holding them pins).
+//! the heap held by 100 more results kept (the bytes a caller holding them pins).
 
 use std::time::Instant;
 
-use opendal::{Buffer, Operator};
-use opendal_service_fs::FsConfig;
+use opendal::Operator;
 
-#[path = "../tests/counting/mod.rs"]
-mod counting;
+#[path = "../tests/reads/mod.rs"]
+mod reads;
 
 #[global_allocator]
-static GLOBAL: counting::Counting = counting::Counting;
+static GLOBAL: reads::Counting = reads::Counting;
 
 const KEPT: usize = 100;
 
@@ -37,7 +36,7 @@ struct Figures {
     kept_bytes: i64,
 }
 
-async fn measure(op: &Operator, path: &str, reads: usize) -> Figures {
+async fn measure(op: &Operator, path: &str, len: usize, reads: usize) -> Figures {
     let mut times = Vec::with_capacity(reads);
     for _ in 0..reads {
         let t = Instant::now();
@@ -48,16 +47,7 @@ async fn measure(op: &Operator, path: &str, reads: usize) -> Figures {
     let mean_us = times.iter().sum::<f64>() / times.len() as f64;
     times.sort_by(f64::total_cmp);
     let median_us = times[times.len() / 2];
-    let before = counting::live();
-    let kept: Vec<Buffer> = {
-        let mut v = Vec::with_capacity(KEPT);
-        for _ in 0..KEPT {
-            v.push(op.read(path).await.unwrap());
-        }
-        v
-    };
-    let kept_bytes = counting::live() - before;
-    drop(kept);
+    let kept_bytes = reads::held_by_kept_reads(op, path, KEPT, len).await;
     Figures { median_us, mean_us, kept_bytes }
 }
 
@@ -65,9 +55,7 @@ async fn measure(op: &Operator, path: &str, reads: usize) -> Figures {
 async fn main() {
     let reads = reads_flag();
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = FsConfig::default();
-    cfg.root = Some("/".to_string());
-    let plain = Operator::from_config(cfg).unwrap();
+    let plain = reads::paimon_operator();
     let exact = livestate_engine::local_io::operator().unwrap();
     println!("| file | reads | per read, plain: median / mean, µs | livestate's: median / mean, µs | time ratio (median) | {KEPT} kept results hold, plain | livestate's |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
@@ -76,9 +64,9 @@ async fn main() {
     {
         let file = dir.path().join(format!("f{len}"));
         std::fs::write(&file, vec![b'x'; len]).unwrap();
-        let path = file.to_string_lossy().trim_start_matches('/').to_string();
-        let p = measure(&plain, &path, reads).await;
-        let e = measure(&exact, &path, reads).await;
+        let path = reads::op_path(&file);
+        let p = measure(&plain, &path, len, reads).await;
+        let e = measure(&exact, &path, len, reads).await;
         println!(
             "| {what} | {reads} | {:.1} / {:.1} | {:.1} / {:.1} | {:.2}× | {:.1} MiB | {:.2} MiB |",
             p.median_us,

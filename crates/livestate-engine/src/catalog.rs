@@ -41,7 +41,7 @@ impl Catalog {
         Ok(Catalog { paimon, local })
     }
 
-    /// The `paimon` crate's catalog (databases, table creation, schemas).
+    /// The `paimon` crate's catalog (databases, table creation; tables on object storage).
     pub fn paimon(&self) -> &FileSystemCatalog {
         &self.paimon
     }

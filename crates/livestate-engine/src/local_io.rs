@@ -16,7 +16,6 @@
 //! Paimon writes its data and manifest files once, and a file rewritten in place (a hint or a
 //! tag) can be met half-written by either kind of read.
 
-use std::fmt;
 use std::sync::Arc;
 
 use opendal::raw::oio::{self, ReadStreamDyn};
@@ -51,14 +50,9 @@ impl Layer for ExactReads {
     }
 }
 
+#[derive(Debug)]
 struct ExactReadService {
     inner: Servicer,
-}
-
-impl fmt::Debug for ExactReadService {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ExactReadService").field("inner", &self.inner).finish()
-    }
 }
 
 impl Service for ExactReadService {
