@@ -11,10 +11,14 @@
 //!
 //! [`ExactReads`] asks the file's length first and reads exactly that many bytes, and it copies
 //! every buffer it returns into an allocation of the buffer's own length, so nothing a caller
-//! keeps pins a pooled buffer. A read of a range with an end passes through unchanged but for the
-//! copy. What an unbounded read returns is the file as long as it was when the read began:
-//! Paimon writes its data and manifest files once, and a file rewritten in place (a hint or a
-//! tag) can be met half-written by either kind of read.
+//! keeps pins a pooled buffer. It also reads in pieces of at most 256 KiB, the size the service's
+//! pooled buffers start at: a pooled buffer grows to the largest read it serves and never
+//! shrinks, so with OpenDAL's 2 MiB pieces every read of a file over 2 MiB (compaction reads
+//! whole data files) left one more of the 16 pooled buffers at 2 MiB, and the pool grew toward
+//! 32 MiB over a long run. A read of a range with an end passes through unchanged but for the
+//! copy and the pieces. What an unbounded read returns is the file as long as it was when the
+//! read began: Paimon writes its data and manifest files once, and a file rewritten in place (a
+//! hint or a tag) can be met half-written by either kind of read.
 
 use std::sync::Arc;
 
@@ -26,8 +30,13 @@ use opendal::raw::{
 use opendal::{Buffer, BytesRange, Capability, ErrorKind, OperationContext, Operator, Result};
 use opendal_service_fs::FsConfig;
 
-/// Largest single positioned read of an unbounded read (OpenDAL's own bound).
-const MAX_READ: u64 = 2 * 1024 * 1024;
+/// Largest single positioned read: the filesystem service's pooled buffers are created with
+/// this capacity (opendal-service-fs's backend), and a read no bigger never grows one.
+const MAX_READ: u64 = 256 * 1024;
+
+/// The bound OpenDAL's positioned reads use for their pieces, and its pooled buffers grow to.
+#[cfg(test)]
+const OPENDAL_PIECE: usize = 2 * 1024 * 1024;
 
 /// The local filesystem, rooted at `/` as the `paimon` crate roots its own, with [`ExactReads`].
 ///
@@ -128,50 +137,85 @@ struct ExactReader {
 
 impl oio::Read for ExactReader {
     async fn open(&self, range: BytesRange) -> Result<(RpRead, Box<dyn ReadStreamDyn>)> {
-        if range.size().is_none() {
-            // The length, so that no read asks for more than the file holds. Should the file not
-            // stat, the read below fails (or succeeds) exactly as it would have.
-            if let Ok(stat) = self.srv.stat(&self.ctx, &self.path, OpStat::new()).await {
-                let end = stat.into_metadata().content_length();
-                let stream = ToLength { reader: self.inner.clone(), pos: range.offset(), end };
+        match range.size() {
+            None => {
+                // The length, so that no read asks for more than the file holds. Should the file
+                // not stat, the read below fails (or succeeds) exactly as it would have.
+                if let Ok(stat) = self.srv.stat(&self.ctx, &self.path, OpStat::new()).await {
+                    let end = stat.into_metadata().content_length();
+                    let stream =
+                        Pieces { reader: self.inner.clone(), pos: range.offset(), end, to_eof: true };
+                    return Ok((RpRead::default(), Box::new(stream)));
+                }
+            }
+            Some(size) if size > MAX_READ => {
+                let (pos, end) = (range.offset(), range.offset().saturating_add(size));
+                let stream = Pieces { reader: self.inner.clone(), pos, end, to_eof: false };
                 return Ok((RpRead::default(), Box::new(stream)));
             }
+            Some(_) => {}
         }
         let (rp, stream) = self.inner.open(range).await?;
         Ok((rp, Box::new(Owned(stream))))
     }
 
     async fn read(&self, range: BytesRange) -> Result<(RpRead, Buffer)> {
+        if range.size().is_some_and(|size| size > MAX_READ) {
+            let (rp, mut stream) = oio::Read::open(self, range).await?;
+            let mut all = Vec::with_capacity(usize::try_from(range.size().unwrap_or(0)).unwrap_or(0));
+            loop {
+                let buf = oio::ReadStream::read(&mut stream).await?;
+                if buf.is_empty() {
+                    return Ok((rp, Buffer::from(all)));
+                }
+                buf.into_iter().for_each(|b| all.extend_from_slice(&b));
+            }
+        }
         let (rp, buf) = self.inner.read(range).await?;
         Ok((rp, owned(buf)))
     }
 }
 
-/// Reads `[pos, end)` in bounded reads, ending early (as an unbounded read would) should the
-/// file have become shorter.
-struct ToLength {
+/// Reads `[pos, end)` in bounded reads of at most [`MAX_READ`], each copied into a buffer of its
+/// own. Reading to the end of the file (`to_eof`), it ends early, as an unbounded read would,
+/// should the file have become shorter; reading a range, it fails as the range read would.
+struct Pieces {
     reader: Arc<oio::Reader>,
     pos: u64,
     end: u64,
+    to_eof: bool,
 }
 
-impl oio::ReadStream for ToLength {
+impl oio::ReadStream for Pieces {
     async fn read(&mut self) -> Result<Buffer> {
         if self.pos >= self.end {
             return Ok(Buffer::new());
         }
         let want = (self.end - self.pos).min(MAX_READ);
         let (_, mut stream) = oio::Read::open(&*self.reader, BytesRange::new(self.pos, Some(want))).await?;
-        let buf = match oio::ReadStream::read(&mut stream).await {
-            Ok(buf) => buf,
-            Err(e) if e.kind() == ErrorKind::RangeNotSatisfied => Buffer::new(),
-            Err(e) => return Err(e),
-        };
-        if buf.is_empty() {
-            self.end = self.pos;
+        let mut piece = Vec::with_capacity(usize::try_from(want).unwrap_or(0));
+        loop {
+            match oio::ReadStream::read(&mut stream).await {
+                Ok(buf) if buf.is_empty() => break,
+                Ok(buf) => buf.into_iter().for_each(|b| piece.extend_from_slice(&b)),
+                Err(e) if self.to_eof && e.kind() == ErrorKind::RangeNotSatisfied => break,
+                Err(e) => return Err(e),
+            }
         }
-        self.pos += buf.len() as u64;
-        Ok(owned(buf))
+        if (piece.len() as u64) < want {
+            if !self.to_eof {
+                return Err(opendal::Error::new(
+                    ErrorKind::RangeNotSatisfied,
+                    "range exceeds content length",
+                )
+                .with_context("offset", self.pos + piece.len() as u64)
+                .with_context("remaining", self.end - self.pos - piece.len() as u64));
+            }
+            // The file is shorter than it was when the read began.
+            self.end = self.pos + piece.len() as u64;
+        }
+        self.pos += piece.len() as u64;
+        Ok(Buffer::from(piece))
     }
 }
 
@@ -205,8 +249,20 @@ mod tests {
     async fn whole_file_reads_return_every_byte_of_files_of_every_size() {
         let dir = tempfile::tempdir().unwrap();
         let op = operator().unwrap();
-        let mib = MAX_READ as usize;
-        for len in [0, 1, 1000, mib - 1, mib, mib + 1, 2 * mib + 17] {
+        let (piece, opendal) = (MAX_READ as usize, OPENDAL_PIECE);
+        for len in [
+            0,
+            1,
+            1000,
+            piece - 1,
+            piece,
+            piece + 1,
+            3 * piece + 5,
+            opendal - 1,
+            opendal,
+            opendal + 1,
+            2 * opendal + 17,
+        ] {
             let content: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
             let file = dir.path().join(format!("f{len}"));
             std::fs::write(&file, &content).unwrap();
@@ -219,6 +275,11 @@ mod tests {
                 assert!(tail.to_vec() == content[10..], "tail of a {len}-byte file");
                 let mid = op.read_with(&path_of(&file)).range(3..10).await.unwrap();
                 assert_eq!(mid.to_vec(), content[3..10]);
+                // A bounded range over several pieces.
+                let inner = 7..len - 3;
+                let got =
+                    op.read_with(&path_of(&file)).range(inner.start as u64..inner.end as u64).await.unwrap();
+                assert!(got.to_vec() == content[inner.clone()], "range {inner:?} of a {len}-byte file");
             }
         }
     }
@@ -233,6 +294,11 @@ mod tests {
         let file = dir.path().join("short");
         std::fs::write(&file, b"0123456789").unwrap();
         let e = op.read_with(&path_of(&file)).range(5..50).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::RangeNotSatisfied, "{e}");
+        // And a range of several pieces that runs past the end.
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![7u8; MAX_READ as usize + 10]).unwrap();
+        let e = op.read_with(&path_of(&big)).range(5..3 * MAX_READ).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::RangeNotSatisfied, "{e}");
     }
 

@@ -1,7 +1,7 @@
 //! What the binaries that measure whole-file reads share (tests/read_memory.rs,
 //! benches/whole_file_reads.rs): a global allocator that counts the bytes allocated and not yet
-//! freed, the filesystem operator as the `paimon` crate builds it, and the heap a number of kept
-//! reads hold. The allocator counts every allocation of the process, so such a binary runs
+//! freed, the filesystem operator as the `paimon` crate builds it, the heap a number of kept
+//! reads hold, and the heap an operator's buffer pool keeps after reads at once. The allocator counts every allocation of the process, so such a binary runs
 //! nothing else beside its measurement.
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -58,5 +58,16 @@ pub async fn held_by_kept_reads(op: &Operator, path: &str, n: usize, len: usize)
         held.push(op.read(path).await.unwrap());
     }
     assert!(held.iter().all(|b| b.len() == len));
+    live() - before
+}
+
+/// Heap `op` still holds after `n` whole-file reads of `path` (of `len` bytes) at once, their
+/// results dropped: the filesystem service's pool of read buffers (up to 16), which concurrent
+/// reads fill.
+pub async fn held_after_concurrent_reads(op: &Operator, path: &str, n: usize, len: usize) -> i64 {
+    let before = live();
+    let results = futures::future::join_all((0..n).map(|_| op.read(path))).await;
+    assert!(results.iter().all(|r| r.as_ref().is_ok_and(|b| b.len() == len)));
+    drop(results);
     live() - before
 }
