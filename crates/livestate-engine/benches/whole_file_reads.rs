@@ -23,6 +23,7 @@ mod reads;
 static GLOBAL: reads::Counting = reads::Counting;
 
 const KEPT: usize = 100;
+const MIB: usize = 1024 * 1024;
 
 fn reads_flag() -> usize {
     let v: Vec<String> = std::env::args().collect();
@@ -105,5 +106,3 @@ async fn main() {
         exact_pool as f64 / 1048576.0
     );
 }
-
-const MIB: usize = 1024 * 1024;

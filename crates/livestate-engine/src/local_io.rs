@@ -34,10 +34,6 @@ use opendal_service_fs::FsConfig;
 /// this capacity (opendal-service-fs's backend), and a read no bigger never grows one.
 const MAX_READ: u64 = 256 * 1024;
 
-/// The bound OpenDAL's positioned reads use for their pieces, and its pooled buffers grow to.
-#[cfg(test)]
-const OPENDAL_PIECE: usize = 2 * 1024 * 1024;
-
 /// The local filesystem, rooted at `/` as the `paimon` crate roots its own, with [`ExactReads`].
 ///
 /// # Errors
@@ -161,14 +157,15 @@ impl oio::Read for ExactReader {
 
     async fn read(&self, range: BytesRange) -> Result<(RpRead, Buffer)> {
         if range.size().is_some_and(|size| size > MAX_READ) {
+            // The pieces, each already in an allocation of its own, as one buffer.
             let (rp, mut stream) = oio::Read::open(self, range).await?;
-            let mut all = Vec::with_capacity(usize::try_from(range.size().unwrap_or(0)).unwrap_or(0));
+            let mut pieces = Vec::new();
             loop {
                 let buf = oio::ReadStream::read(&mut stream).await?;
                 if buf.is_empty() {
-                    return Ok((rp, Buffer::from(all)));
+                    return Ok((rp, pieces.into_iter().flatten().collect()));
                 }
-                buf.into_iter().for_each(|b| all.extend_from_slice(&b));
+                pieces.push(buf);
             }
         }
         let (rp, buf) = self.inner.read(range).await?;
@@ -241,6 +238,9 @@ fn owned(buf: Buffer) -> Buffer {
 mod tests {
     use super::*;
 
+    /// The bound OpenDAL's positioned reads use for their pieces, and its pooled buffers grow to.
+    const OPENDAL_PIECE: usize = 2 * 1024 * 1024;
+
     fn path_of(p: &std::path::Path) -> String {
         p.to_string_lossy().trim_start_matches('/').to_string()
     }
@@ -280,6 +280,14 @@ mod tests {
                 let got =
                     op.read_with(&path_of(&file)).range(inner.start as u64..inner.end as u64).await.unwrap();
                 assert!(got.to_vec() == content[inner.clone()], "range {inner:?} of a {len}-byte file");
+                // The same range fetched, as a Parquet reader asks for column chunks (a read of a
+                // bounded range rather than a stream).
+                let reader = op.reader(&path_of(&file)).await.unwrap();
+                let fetched = reader.fetch(vec![inner.start as u64..inner.end as u64]).await.unwrap();
+                assert!(
+                    fetched[0].to_vec() == content[inner.clone()],
+                    "fetched {inner:?} of a {len}-byte file"
+                );
             }
         }
     }

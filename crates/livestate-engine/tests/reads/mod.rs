@@ -1,8 +1,9 @@
 //! What the binaries that measure whole-file reads share (tests/read_memory.rs,
 //! benches/whole_file_reads.rs): a global allocator that counts the bytes allocated and not yet
 //! freed, the filesystem operator as the `paimon` crate builds it, the heap a number of kept
-//! reads hold, and the heap an operator's buffer pool keeps after reads at once. The allocator counts every allocation of the process, so such a binary runs
-//! nothing else beside its measurement.
+//! reads hold, and the heap an operator's buffer pool keeps after reads at once. The allocator
+//! counts every allocation of the process, so such a binary runs nothing else beside its
+//! measurement.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
