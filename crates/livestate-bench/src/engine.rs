@@ -17,6 +17,7 @@ use livestate_spec::Value;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
+use crate::digest::{self, TableDigest};
 use crate::error::{BenchError, Result};
 use crate::stats::Latencies;
 use crate::workload::{key, touches_stock, Generator};
@@ -27,6 +28,8 @@ const FRESH_TABLE: &str = "stock";
 /// What ingesting the workload did.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Ingest {
+    /// Events per append.
+    pub batch: usize,
     pub events: u64,
     /// From the first append to every table committed through the last event.
     pub seconds: f64,
@@ -204,7 +207,9 @@ pub async fn ingest(dir: &Path, spec_dir: &Path, events: &Path, batch: usize) ->
     let seconds = start.elapsed().as_secs_f64();
     let (data_files, warehouse) = disk_usage(&ls.layout.warehouse_dir());
     let (_, record) = disk_usage(&ls.layout.record_dir());
+    let peak_rss_mib = crate::memory::own_peak_rss_mib();
     Ok(Ingest {
+        batch,
         events: n,
         seconds,
         append_seconds: appended.duration_since(start).as_secs_f64(),
@@ -213,8 +218,25 @@ pub async fn ingest(dir: &Path, spec_dir: &Path, events: &Path, batch: usize) ->
         data_files,
         warehouse_mib: warehouse as f64 / MIB,
         record_mib: record as f64 / MIB,
-        peak_rss_mib: crate::memory::own_peak_rss_mib(),
+        peak_rss_mib,
     })
+}
+
+/// Each state table's content as of its latest snapshot ([`crate::digest`]), read in a process of
+/// its own after the ingest, so the ingest's memory figure does not include it.
+///
+/// # Errors
+/// Engine errors.
+pub async fn digests_of(dir: &Path) -> Result<Vec<TableDigest>> {
+    let ls = Livestate::open(dir).await?;
+    let lag = ls.lag_source();
+    let mut out = Vec::new();
+    for table in digest::TABLES {
+        let req = ReadRequest { table: table.into(), keys: vec![], at: At::Latest };
+        let rows = livestate_engine::read::read(&ls.catalog, &ls.spec, &req, &lag, None).await?;
+        out.push(digest::of(table, rows.rows.iter().map(|r| r.iter().map(digest::cell).collect())));
+    }
+    Ok(out)
 }
 
 /// Appends at `rate` events per second for `seconds` (an append every 10 ms) into the

@@ -8,9 +8,11 @@
 //! [`soak`] runs `livestate serve` for minutes at a steady load and watches its memory and lag.
 //! How to run it and what a run showed: docs/BENCHMARKS.md.
 
+pub mod digest;
 pub mod engine;
 mod error;
 pub mod http;
+pub mod limit;
 pub mod memory;
 pub mod postgres;
 mod process;

@@ -28,9 +28,10 @@ struct Cli {
     /// Distinct item-locations (stock rows) [default: 100,000; quick: 3,000]
     #[arg(long)]
     item_locations: Option<usize>,
-    /// Events per append (livestate), per transaction (PostgreSQL), per commit round (pypaimon)
-    #[arg(long, default_value_t = 1000)]
-    batch: usize,
+    /// Events per append (livestate) and per transaction (PostgreSQL); each size is one ingest of
+    /// every contender (pypaimon: the largest only, its fastest). Later steps read the first's tables
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+    batch: Vec<usize>,
     /// Small commits for the LSM steady state [default: 10,000; quick: 100]
     #[arg(long)]
     commits: Option<u64>,
@@ -87,6 +88,11 @@ enum Step {
         events: PathBuf,
         #[arg(long)]
         batch: usize,
+    },
+    #[command(hide = true, name = "child-digests")]
+    Digests {
+        #[arg(long)]
+        dir: PathBuf,
     },
     #[command(hide = true, name = "child-reads")]
     Reads {
@@ -147,6 +153,7 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
         Some(Step::Ingest { dir, spec, events, batch }) => {
             json(&engine::ingest(&dir, &spec, &events, batch).await?)
         }
+        Some(Step::Digests { dir }) => json(&engine::digests_of(&dir).await?),
         Some(Step::Reads { dir, item_locations, lookups }) => {
             json(&engine::reads_of(&dir, item_locations, lookups).await?)
         }
@@ -178,7 +185,7 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
                 seed: cli.seed,
                 events: cli.events,
                 item_locations: cli.item_locations,
-                batch: cli.batch,
+                batches: cli.batch,
                 commits: cli.commits,
                 freshness_seconds: cli.freshness_seconds,
                 rates: cli.rates,

@@ -1,19 +1,31 @@
 //! The PostgreSQL peer: what a team would build instead of livestate with the database it
 //! already runs. A throwaway server on loopback (its own data directory, default durability:
 //! `fsync` and `synchronous_commit` on), an `events` table every event is appended to, and the
-//! state tables kept by upserts: `INSERT … ON CONFLICT DO UPDATE` of exactly the columns an
-//! event sets (a partial update of the stock row), one transaction per batch, the statements of
-//! a batch pipelined.
+//! state tables kept by upserts, one transaction per batch, in one of two modes ([`Mode`]):
+//!
+//! - **set-based** (the strongest method an experienced PostgreSQL user would pick): the batch
+//!   is `COPY`'d into a temporary staging table, then one set-based statement per event kind
+//!   applies it: `INSERT … SELECT DISTINCT ON (key) … ORDER BY key, seq DESC … ON CONFLICT DO
+//!   UPDATE` (and one `DELETE … USING` for closed order lines), so each key is written once per
+//!   batch;
+//! - **pipelined**: one prepared `INSERT … ON CONFLICT DO UPDATE` of exactly the columns an
+//!   event sets (a partial update of the stock row) per event, the statements of a batch
+//!   pipelined.
+//!
+//! Both must end with the same tables, and with livestate's: [`digests`] reads them back for the
+//! run to compare ([`crate::digest`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use futures::SinkExt as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Statement};
 
+use crate::digest::{self, TableDigest};
 use crate::error::{BenchError, Result};
 use crate::stats::Latencies;
 use crate::workload::key;
@@ -30,18 +42,56 @@ CREATE TABLE open_orders (order_id text, line bigint, customer text, item text, 
     unit_price numeric(12,2), line_value numeric(14,2), placed_at timestamptz, PRIMARY KEY (order_id, line));
 ";
 
-/// What the PostgreSQL peer did.
+/// How the state tables are fed (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// `COPY` into staging, then one set-based upsert per event kind.
+    SetBased,
+    /// One prepared upsert per event, pipelined.
+    Pipelined,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 2] = [Mode::SetBased, Mode::Pipelined];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Mode::SetBased => "PostgreSQL set-based (COPY + INSERT … SELECT DISTINCT ON)",
+            Mode::Pipelined => "PostgreSQL pipelined upserts",
+        }
+    }
+}
+
+/// One ingest of the workload into fresh tables.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Figures {
-    pub version: String,
+pub struct Ingest {
+    pub mode: Mode,
+    pub batch: usize,
     pub events: u64,
     pub seconds: f64,
     pub commits: u64,
     pub peak_pss_mib: f64,
     pub database_mib: f64,
+    /// What the state tables held afterwards.
+    pub digests: Vec<TableDigest>,
+}
+
+/// What the PostgreSQL peer did: every ingest, then lookups and scans of the last one's tables.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Figures {
+    pub version: String,
+    pub ingests: Vec<Ingest>,
     pub lookups: Latencies,
     pub scan_rows: u64,
     pub scan_seconds: f64,
+}
+
+impl Figures {
+    /// The ingest of `mode` at `batch` events per transaction.
+    pub fn ingest(&self, mode: Mode, batch: usize) -> Option<&Ingest> {
+        self.ingests.iter().find(|i| i.mode == mode && i.batch == batch)
+    }
 }
 
 /// A PostgreSQL server of our own, stopped (and its data removed) on drop.
@@ -293,13 +343,32 @@ fn op(s: &Statements, e: &Value) -> Result<Op> {
     })
 }
 
-/// Ingests the JSON-lines `events`, one transaction of `batch` events at a time. Returns events,
-/// seconds and commits.
+/// Drops every table of an earlier ingest and creates them anew, then checkpoints, so each ingest
+/// starts from the same empty database.
+///
+/// # Errors
+/// PostgreSQL errors.
+pub async fn reset(c: &Client) -> Result<()> {
+    c.batch_execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public;").await?;
+    c.batch_execute(SCHEMA).await?;
+    c.batch_execute("CHECKPOINT").await?;
+    Ok(())
+}
+
+/// Ingests the JSON-lines `events` into fresh tables, one transaction of `batch` events at a
+/// time, in `mode`. Returns events, seconds and commits.
 ///
 /// # Errors
 /// PostgreSQL errors; a line that is not JSON.
-pub async fn ingest(c: &mut Client, events: &str, batch: usize) -> Result<(u64, f64, u64)> {
-    c.batch_execute(SCHEMA).await?;
+pub async fn ingest(c: &mut Client, events: &str, batch: usize, mode: Mode) -> Result<(u64, f64, u64)> {
+    reset(c).await?;
+    match mode {
+        Mode::SetBased => ingest_set_based(c, events, batch).await,
+        Mode::Pipelined => ingest_pipelined(c, events, batch).await,
+    }
+}
+
+async fn ingest_pipelined(c: &mut Client, events: &str, batch: usize) -> Result<(u64, f64, u64)> {
     let s = Statements::prepare(c).await?;
     let lines: Vec<&str> = events.lines().collect();
     let start = Instant::now();
@@ -330,6 +399,185 @@ pub async fn ingest(c: &mut Client, events: &str, batch: usize) -> Result<(u64, 
         commits += 1;
     }
     Ok((lines.len() as u64, start.elapsed().as_secs_f64(), commits))
+}
+
+/// The staging table of the set-based mode: one typed row per event of the batch, in record order
+/// (`seq`), emptied at every commit.
+const STAGING: &str = "
+CREATE TEMPORARY TABLE staging (seq int NOT NULL, id text NOT NULL, type text NOT NULL,
+    occurred_at timestamptz NOT NULL, data jsonb NOT NULL, item text, location text, on_hand bigint,
+    reserved bigint, inbound bigint, order_id text, line bigint, customer text, qty bigint,
+    unit_price numeric(12,2), job_id text, status text, block_reason text, machine text, team text)
+    ON COMMIT DELETE ROWS;
+";
+
+/// The set-based statements, in the order they run in each transaction. Each event kind's latest
+/// event per key (`DISTINCT ON … ORDER BY key, seq DESC`) is applied once. A stock row's
+/// `updated_at` is the latest of the kinds' (`GREATEST`): occurred_at grows with the record, so
+/// that is the last event's, as in the pipelined mode.
+const SET_BASED: [&str; 7] = [
+    "INSERT INTO events (id, type, occurred_at, data) SELECT id, type, occurred_at, data FROM staging
+     ORDER BY seq ON CONFLICT (id) DO NOTHING",
+    "INSERT INTO stock (item, location, on_hand, updated_at)
+     SELECT DISTINCT ON (item, location) item, location, on_hand, occurred_at FROM staging
+     WHERE type = 'inventory.stock_counted' ORDER BY item, location, seq DESC
+     ON CONFLICT (item, location) DO UPDATE SET on_hand = EXCLUDED.on_hand,
+       updated_at = GREATEST(stock.updated_at, EXCLUDED.updated_at)",
+    "INSERT INTO stock (item, location, reserved, updated_at)
+     SELECT DISTINCT ON (item, location) item, location, reserved, occurred_at FROM staging
+     WHERE type = 'commerce.reservation_changed' ORDER BY item, location, seq DESC
+     ON CONFLICT (item, location) DO UPDATE SET reserved = EXCLUDED.reserved,
+       updated_at = GREATEST(stock.updated_at, EXCLUDED.updated_at)",
+    "INSERT INTO stock (item, location, inbound, updated_at)
+     SELECT DISTINCT ON (item, location) item, location, inbound, occurred_at FROM staging
+     WHERE type = 'procurement.inbound_changed' ORDER BY item, location, seq DESC
+     ON CONFLICT (item, location) DO UPDATE SET inbound = EXCLUDED.inbound,
+       updated_at = GREATEST(stock.updated_at, EXCLUDED.updated_at)",
+    // An order line's latest event decides: closed lines are deleted, placed ones upserted.
+    "DELETE FROM open_orders o USING (
+       SELECT DISTINCT ON (order_id, line) order_id, line, type FROM staging
+       WHERE type IN ('commerce.order_placed', 'commerce.order_shipped', 'commerce.order_cancelled')
+       ORDER BY order_id, line, seq DESC) l
+     WHERE l.type <> 'commerce.order_placed' AND o.order_id = l.order_id AND o.line = l.line",
+    "INSERT INTO open_orders (order_id, line, customer, item, location, qty, unit_price, line_value, placed_at)
+     SELECT order_id, line, customer, item, location, qty, unit_price, qty * unit_price, occurred_at FROM (
+       SELECT DISTINCT ON (order_id, line) * FROM staging
+       WHERE type IN ('commerce.order_placed', 'commerce.order_shipped', 'commerce.order_cancelled')
+       ORDER BY order_id, line, seq DESC) l
+     WHERE l.type = 'commerce.order_placed'
+     ON CONFLICT (order_id, line) DO UPDATE SET customer = EXCLUDED.customer, item = EXCLUDED.item,
+       location = EXCLUDED.location, qty = EXCLUDED.qty, unit_price = EXCLUDED.unit_price,
+       line_value = EXCLUDED.line_value, placed_at = EXCLUDED.placed_at",
+    "INSERT INTO work_queue (job_id, status, block_reason, machine, team, changed_at)
+     SELECT DISTINCT ON (job_id) job_id, status, block_reason, machine, team, occurred_at FROM staging
+     WHERE type = 'operations.job_status_changed' ORDER BY job_id, seq DESC
+     ON CONFLICT (job_id) DO UPDATE SET status = EXCLUDED.status, block_reason = EXCLUDED.block_reason,
+       machine = EXCLUDED.machine, team = EXCLUDED.team, changed_at = EXCLUDED.changed_at",
+];
+
+/// The staging columns after `seq, id, type, occurred_at, data`, each taken from the event's data.
+const STAGED_FIELDS: [&str; 15] = [
+    "item",
+    "location",
+    "on_hand",
+    "reserved",
+    "inbound",
+    "order_id",
+    "line",
+    "customer",
+    "qty",
+    "unit_price",
+    "job_id",
+    "status",
+    "block_reason",
+    "machine",
+    "team",
+];
+
+/// Appends `v` to a `COPY … (FORMAT text)` line: `\N` for null, else the text with backslash,
+/// tab, newline and carriage return escaped.
+fn copy_cell(out: &mut Vec<u8>, v: Option<&str>) {
+    let Some(v) = v else {
+        out.extend_from_slice(b"\\N");
+        return;
+    };
+    for b in v.bytes() {
+        match b {
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            _ => out.push(b),
+        }
+    }
+}
+
+/// The batch as `COPY` text for the staging table.
+fn staging_rows(lines: &[&str]) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(lines.len() * 256);
+    for (seq, line) in lines.iter().enumerate() {
+        let e: Value =
+            serde_json::from_str(line).map_err(|e| BenchError::peer(PEER, format!("event line: {e}")))?;
+        let field = |k: &str| e[k].as_str().map(str::to_string);
+        out.extend_from_slice(seq.to_string().as_bytes());
+        for v in [field("id"), field("type"), field("occurred_at"), Some(e["data"].to_string())] {
+            out.push(b'\t');
+            copy_cell(&mut out, v.as_deref());
+        }
+        for k in STAGED_FIELDS {
+            out.push(b'\t');
+            let v = match &e["data"][k] {
+                Value::Null => None,
+                Value::String(s) => Some(s.clone()),
+                other => Some(other.to_string()),
+            };
+            copy_cell(&mut out, v.as_deref());
+        }
+        out.push(b'\n');
+    }
+    Ok(out)
+}
+
+async fn ingest_set_based(c: &mut Client, events: &str, batch: usize) -> Result<(u64, f64, u64)> {
+    c.batch_execute(STAGING).await?;
+    let copy = format!("COPY staging (seq, id, type, occurred_at, data, {}) FROM STDIN", STAGED_FIELDS.join(", "));
+    let mut statements = Vec::with_capacity(SET_BASED.len());
+    for sql in SET_BASED {
+        statements.push(c.prepare(sql).await?);
+    }
+    let lines: Vec<&str> = events.lines().collect();
+    let start = Instant::now();
+    let mut commits = 0;
+    for chunk in lines.chunks(batch.max(1)) {
+        let rows = bytes::Bytes::from(staging_rows(chunk)?);
+        let tx = c.transaction().await?;
+        let sink = tx.copy_in(&copy).await?;
+        futures::pin_mut!(sink);
+        sink.send(rows).await?;
+        sink.finish().await?;
+        for stmt in &statements {
+            tx.execute(stmt, &[]).await?;
+        }
+        tx.commit().await?;
+        commits += 1;
+    }
+    c.batch_execute("DROP TABLE staging").await?;
+    Ok((lines.len() as u64, start.elapsed().as_secs_f64(), commits))
+}
+
+/// Each state table's content ([`crate::digest`]): every column as canonical text, computed in
+/// SQL (timestamps as epoch milliseconds, numerics without trailing zeros).
+///
+/// # Errors
+/// PostgreSQL errors.
+pub async fn digests(c: &Client) -> Result<Vec<TableDigest>> {
+    let queries = [
+        (
+            "stock",
+            "SELECT item, location, on_hand::text, reserved::text, inbound::text, reorder_point::text,
+                    target::text, (extract(epoch FROM updated_at) * 1000)::bigint::text FROM stock",
+        ),
+        (
+            "open_orders",
+            "SELECT order_id, line::text, customer, item, location, qty::text, trim_scale(unit_price)::text,
+                    trim_scale(line_value)::text, (extract(epoch FROM placed_at) * 1000)::bigint::text
+             FROM open_orders",
+        ),
+        (
+            "work_queue",
+            "SELECT job_id, status, block_reason, machine, team,
+                    (extract(epoch FROM changed_at) * 1000)::bigint::text FROM work_queue",
+        ),
+    ];
+    let mut out = Vec::new();
+    for (table, sql) in queries {
+        let rows = c.query(sql, &[]).await?;
+        out.push(digest::of(
+            table,
+            rows.iter().map(|r| (0..r.len()).map(|i| r.get::<_, Option<String>>(i)).collect()),
+        ));
+    }
+    Ok(out)
 }
 
 /// `n` point lookups of stock rows by primary key (every column decoded).

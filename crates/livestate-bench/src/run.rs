@@ -11,11 +11,12 @@ use std::time::Instant;
 
 use serde::de::DeserializeOwned;
 
+use crate::digest::{disagreement, TableDigest};
 use crate::engine::{Freshness, Ingest, Reads, Steady};
 use crate::error::{BenchError, Result};
 use crate::memory::{tree, Sampler};
 use crate::process::answer;
-use crate::report::{Ours, Pypaimon, Results};
+use crate::report::{IngestRun, Ours, Pypaimon, Results};
 use crate::workload::{key, Generator};
 use crate::{http, postgres, pypaimon};
 
@@ -33,7 +34,8 @@ pub struct Options {
     pub seed: u64,
     pub events: Option<u64>,
     pub item_locations: Option<usize>,
-    pub batch: usize,
+    /// Events per append / transaction; one ingest of each contender per size.
+    pub batches: Vec<usize>,
     pub commits: Option<u64>,
     pub freshness_seconds: Option<f64>,
     pub rates: Vec<u64>,
@@ -198,20 +200,40 @@ async fn run_in(o: &Options, p: &Plan, work: &Path) -> Result<Results> {
     }
     done(t);
 
-    let dir = work.join("livestate");
+    let batches: Vec<usize> = if o.batches.is_empty() { vec![1000] } else { o.batches.clone() };
+    let mut ingests = Vec::new();
+    for &batch in &batches {
+        let dir = work.join(format!("livestate-{batch}"));
+        let t = step(&mut n, &format!("livestate: append durably and derive every event, {batch} per append"));
+        let (ingest, peak_pss_mib): (Ingest, f64) = child(
+            "child-ingest",
+            &[
+                ("dir", dir.to_string_lossy().to_string()),
+                ("spec", spec.to_string_lossy().to_string()),
+                ("events", events.to_string_lossy().to_string()),
+                ("batch", s(batch)),
+            ],
+        )?;
+        let (digests, _): (Vec<TableDigest>, f64) =
+            child("child-digests", &[("dir", dir.to_string_lossy().to_string())])?;
+        if let Some((first, _)) = ingests.first().map(|r: &IngestRun| (&r.digests, ())) {
+            if let Some(d) = disagreement(first, &digests) {
+                return Err(BenchError::peer("livestate", format!("ingests at two batch sizes disagree: {d}")));
+            }
+        }
+        ingests.push(IngestRun { ingest, peak_pss_mib, digests });
+        done(t);
+    }
+    let mut limits = Vec::new();
+    for &batch in &batches {
+        let t = step(&mut n, &format!("limit line: parse, append durably, merge and encode as Parquet, {batch} per append"));
+        limits.push(crate::limit::run(&events, &work.join("limit"), batch)?);
+        done(t);
+    }
+    // The later steps read (and add to) the first ingest's directory.
+    let dir = work.join(format!("livestate-{}", batches[0]));
     let dir_s = dir.to_string_lossy().to_string();
     let il = s(p.item_locations);
-    let t = step(&mut n, "livestate: append durably and derive every event");
-    let (ingest, ingest_pss): (Ingest, f64) = child(
-        "child-ingest",
-        &[
-            ("dir", dir_s.clone()),
-            ("spec", spec.to_string_lossy().to_string()),
-            ("events", events.to_string_lossy().to_string()),
-            ("batch", s(o.batch)),
-        ],
-    )?;
-    done(t);
     let t = step(&mut n, "livestate: point lookups and full scans");
     let (reads, _): (Reads, f64) = child(
         "child-reads",
@@ -251,8 +273,7 @@ async fn run_in(o: &Options, p: &Plan, work: &Path) -> Result<Results> {
     )?;
     done(t);
     let ours = Ours {
-        ingest,
-        ingest_peak_pss_mib: ingest_pss,
+        ingests,
         reads,
         http,
         serve_pss_mib: serve_pss,
@@ -263,25 +284,46 @@ async fn run_in(o: &Options, p: &Plan, work: &Path) -> Result<Results> {
     let mut pg = None;
     let mut pyp = None;
     if let Some(py) = py {
-        let t = step(&mut n, "PostgreSQL: the same events as batched upserts");
         let server = postgres::Server::start(work)?;
         let mut c = postgres::ready(&server).await?;
         let text = std::fs::read_to_string(&events).map_err(BenchError::io("read", &events))?;
         let root = server.pid();
-        let sampler = Sampler::start(move || root.map(tree).unwrap_or_default());
-        let ingested = postgres::ingest(&mut c, &text, o.batch).await;
-        let peak = sampler.stop();
-        let (events_n, seconds, commits) = ingested?;
+        let mut pg_ingests = Vec::new();
+        for &batch in &batches {
+            for mode in postgres::Mode::ALL {
+                let t = step(&mut n, &format!("{}: the same events, {batch} per transaction", mode.label()));
+                let sampler = Sampler::start(move || root.map(tree).unwrap_or_default());
+                let ingested = postgres::ingest(&mut c, &text, batch, mode).await;
+                let peak = sampler.stop();
+                let (events_n, seconds, commits) = ingested?;
+                let digests = postgres::digests(&c).await?;
+                let ours = &ours.ingests[0].digests;
+                if let Some(d) = disagreement(ours, &digests) {
+                    return Err(BenchError::peer(
+                        "PostgreSQL",
+                        format!("{} at {batch} per transaction ended with other tables than livestate: {d}", mode.label()),
+                    ));
+                }
+                pg_ingests.push(postgres::Ingest {
+                    mode,
+                    batch,
+                    events: events_n,
+                    seconds,
+                    commits,
+                    peak_pss_mib: peak,
+                    database_mib: postgres::size_mib(&c).await?,
+                    digests,
+                });
+                done(t);
+            }
+        }
         drop(text);
+        let t = step(&mut n, "PostgreSQL: point lookups and full scans of the last ingest's tables");
         let lookups = postgres::lookups(&c, p.item_locations, p.pg_lookups).await?;
         let (scan_rows, scan_seconds) = postgres::scan(&c).await?;
         pg = Some(postgres::Figures {
             version: server.version.clone(),
-            events: events_n,
-            seconds,
-            commits,
-            peak_pss_mib: peak,
-            database_mib: postgres::size_mib(&c).await?,
+            ingests: pg_ingests,
             lookups,
             scan_rows,
             scan_seconds,
@@ -290,13 +332,14 @@ async fn run_in(o: &Options, p: &Plan, work: &Path) -> Result<Results> {
         drop(server);
         done(t);
 
-        let t = step(&mut n, "pypaimon: the same events into Paimon tables from Python");
+        let t = step(&mut n, "pypaimon: the same events into Paimon tables from Python (the largest batch)");
         let wh = work.join("pypaimon");
-        let write = py.write(&wh, &events, o.batch)?;
+        let py_batch = *batches.iter().max().expect("at least one batch size");
+        let write = py.write(&wh, &events, py_batch)?;
         let scan_own = py.scan(&wh, "bench", "stock")?;
         let scan_livestate = py.scan(&dir.join("warehouse"), "state", "stock")?;
         let lookups = py.lookups(&wh, "bench", &keys, p.py_lookups)?;
-        pyp = Some(Pypaimon { write, scan_own, scan_livestate, lookups });
+        pyp = Some(Pypaimon { batch: py_batch, write, scan_own, scan_livestate, lookups });
         done(t);
     }
     Ok(Results {
@@ -306,7 +349,8 @@ async fn run_in(o: &Options, p: &Plan, work: &Path) -> Result<Results> {
         date: chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string(),
         events: p.events,
         item_locations: p.item_locations,
-        batch: o.batch,
+        batches,
+        limits,
         livestate: ours,
         postgres: pg,
         pypaimon: pyp,

@@ -41,6 +41,8 @@ fn quick_run_measures_every_contender_on_the_same_events_and_they_agree() {
             "40",
             "--freshness-seconds",
             "1.5",
+            "--batch",
+            "1000,6000",
         ])
         .arg("--json")
         .arg(&json)
@@ -55,11 +57,34 @@ fn quick_run_measures_every_contender_on_the_same_events_and_they_agree() {
     let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let l = &r["livestate"];
 
-    // Every contender took all the events.
-    assert_eq!(l["ingest"]["events"], 12000);
-    assert_eq!(r["postgres"]["events"], 12000);
+    // Every contender took all the events, at both batch sizes (PostgreSQL in both modes).
+    let ours = l["ingests"].as_array().unwrap();
+    assert_eq!(ours.iter().map(|i| i["ingest"]["batch"].as_u64().unwrap()).collect::<Vec<_>>(), [1000, 6000]);
+    for i in ours {
+        assert_eq!(i["ingest"]["events"], 12000);
+        assert!(i["ingest"]["commits"].as_u64().unwrap() >= 3, "each table committed: {i}");
+    }
+    let pg = r["postgres"]["ingests"].as_array().unwrap();
+    let runs: Vec<(&str, u64)> =
+        pg.iter().map(|i| (i["mode"].as_str().unwrap(), i["batch"].as_u64().unwrap())).collect();
+    assert_eq!(runs, [("set-based", 1000), ("pipelined", 1000), ("set-based", 6000), ("pipelined", 6000)]);
+    for i in pg {
+        assert_eq!(i["events"], 12000, "{i}");
+        assert_eq!(i["commits"], if i["batch"] == 1000 { 12 } else { 2 }, "{i}");
+    }
+    assert_eq!(r["pypaimon"]["batch"], 6000);
     assert_eq!(r["pypaimon"]["write"]["events"], 12000);
-    assert!(l["ingest"]["commits"].as_u64().unwrap() >= 3, "each table committed: {}", l["ingest"]);
+
+    // Every ingest, livestate's and PostgreSQL's in either mode, ended with the same three tables,
+    // cell for cell (the run fails otherwise; checked here too, with every table non-empty).
+    let digests = &ours[0]["digests"];
+    assert_eq!(digests.as_array().unwrap().len(), 3);
+    for d in digests.as_array().unwrap() {
+        assert!(d["rows"].as_u64().unwrap() > 0, "{d}");
+    }
+    for other in ours.iter().map(|i| &i["digests"]).chain(pg.iter().map(|i| &i["digests"])) {
+        assert_eq!(other, digests);
+    }
 
     // And ended with the same stock table: one row per item-location everywhere.
     for (who, rows) in [
@@ -90,7 +115,9 @@ fn quick_run_measures_every_contender_on_the_same_events_and_they_agree() {
 
     // The table has every figure with its ratios.
     for row in [
-        "ingest: events/s",
+        "ingest, 1000 events per batch: events/s",
+        "ingest, 6000 events per batch: events/s",
+        "PostgreSQL set-based",
         "freshness at 10000 events/s",
         "point lookup p99",
         "full scan of stock",
