@@ -56,7 +56,10 @@ pub fn disagreement(ours: &[TableDigest], theirs: &[TableDigest]) -> Option<Stri
         let b = theirs.iter().find(|d| d.table == t);
         if a != b {
             let show = |d: Option<&TableDigest>| {
-                d.map_or_else(|| "missing".to_string(), |d| format!("{} rows, sha256 {}", d.rows, &d.sha256[..16]))
+                d.map_or_else(
+                    || "missing".to_string(),
+                    |d| format!("{} rows, sha256 {}", d.rows, &d.sha256[..16]),
+                )
             };
             return Some(format!("table {t}: {} against {}", show(a), show(b)));
         }
@@ -71,13 +74,15 @@ mod tests {
     #[test]
     fn row_order_does_not_matter_and_any_cell_does() {
         let r = |a: &str, b: Option<&str>| vec![Some(a.to_string()), b.map(str::to_string)];
-        let x = of("t", [r("1", Some("a")), r("2", None)]);
-        let y = of("t", [r("2", None), r("1", Some("a"))]);
-        let z = of("t", [r("2", Some("")), r("1", Some("a"))]);
+        let x = of("stock", [r("1", Some("a")), r("2", None)]);
+        let y = of("stock", [r("2", None), r("1", Some("a"))]);
+        let z = of("stock", [r("2", Some("")), r("1", Some("a"))]);
         assert_eq!(x, y);
         assert_ne!(x.sha256, z.sha256, "null and the empty string differ");
         assert_eq!(x.rows, 2);
         assert!(disagreement(&[x.clone()], &[z]).is_some());
+        assert!(disagreement(&[x.clone()], &[y]).is_none());
+        assert!(disagreement(&[x], &[]).is_some(), "a missing table disagrees");
     }
 
     #[test]

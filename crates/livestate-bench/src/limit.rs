@@ -338,7 +338,8 @@ fn jobs_batch(rows: HashMap<String, Job>) -> Result<RecordBatch> {
         strings[4].append_option(j.team);
         at.append_value(j.changed_at);
     }
-    let mut columns: Vec<ArrayRef> = strings.into_iter().map(|mut b| Arc::new(b.finish()) as ArrayRef).collect();
+    let mut columns: Vec<ArrayRef> =
+        strings.into_iter().map(|mut b| Arc::new(b.finish()) as ArrayRef).collect();
     columns.push(Arc::new(at.finish()));
     let names = ["job_id", "status", "block_reason", "machine", "team"];
     let mut fields: Vec<Field> =

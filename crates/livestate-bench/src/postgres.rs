@@ -520,7 +520,8 @@ fn staging_rows(lines: &[&str]) -> Result<Vec<u8>> {
 
 async fn ingest_set_based(c: &mut Client, events: &str, batch: usize) -> Result<(u64, f64, u64)> {
     c.batch_execute(STAGING).await?;
-    let copy = format!("COPY staging (seq, id, type, occurred_at, data, {}) FROM STDIN", STAGED_FIELDS.join(", "));
+    let copy =
+        format!("COPY staging (seq, id, type, occurred_at, data, {}) FROM STDIN", STAGED_FIELDS.join(", "));
     let mut statements = Vec::with_capacity(SET_BASED.len());
     for sql in SET_BASED {
         statements.push(c.prepare(sql).await?);

@@ -133,7 +133,9 @@ impl Results {
                 higher_is_better: true,
             });
             rows.push(Row {
-                figure: format!("ingest, {b} events per batch: events/s acknowledged durable (livestate: in the record)"),
+                figure: format!(
+                    "ingest, {b} events per batch: events/s acknowledged durable (livestate: in the record)"
+                ),
                 ours: Some(per_s(i.events, i.append_seconds)),
                 peers: [pg_rate(set), pg_rate(piped), py_rate],
                 higher_is_better: true,
@@ -141,13 +143,21 @@ impl Results {
             rows.push(Row {
                 figure: format!("ingest, {b} events per batch: commits"),
                 ours: Some(i.commits as f64),
-                peers: [set.map(|x| x.commits as f64), piped.map(|x| x.commits as f64), py_at.map(|p| p.write.commits as f64)],
+                peers: [
+                    set.map(|x| x.commits as f64),
+                    piped.map(|x| x.commits as f64),
+                    py_at.map(|p| p.write.commits as f64),
+                ],
                 higher_is_better: false,
             });
             rows.push(Row {
                 figure: format!("ingest, {b} events per batch: peak memory, MiB (PSS)"),
                 ours: Some(run.peak_pss_mib),
-                peers: [set.map(|x| x.peak_pss_mib), piped.map(|x| x.peak_pss_mib), py_at.map(|p| p.write.peak_pss_mib)],
+                peers: [
+                    set.map(|x| x.peak_pss_mib),
+                    piped.map(|x| x.peak_pss_mib),
+                    py_at.map(|p| p.write.peak_pss_mib),
+                ],
                 higher_is_better: false,
             });
             if let Some(lim) = self.limits.iter().find(|x| x.batch == b) {
@@ -167,7 +177,9 @@ impl Results {
                 ));
             }
             rows.push(Row {
-                figure: format!("storage after ingest, {b} events per batch, MiB (livestate: record + warehouse)"),
+                figure: format!(
+                    "storage after ingest, {b} events per batch, MiB (livestate: record + warehouse)"
+                ),
                 ours: Some(i.record_mib + i.warehouse_mib),
                 peers: [set.map(|x| x.database_mib), piped.map(|x| x.database_mib), None],
                 higher_is_better: false,
@@ -298,10 +310,17 @@ impl Results {
             self.events,
             self.item_locations,
             batches.join(" and "),
-            self.pypaimon.as_ref().map(|p| format!(" (pypaimon: {} per commit round)", p.batch)).unwrap_or_default()
+            self.pypaimon
+                .as_ref()
+                .map(|p| format!(" (pypaimon: {} per commit round)", p.batch))
+                .unwrap_or_default()
         );
         if let Some(pg) = &self.postgres {
-            let _ = writeln!(out, "peer PostgreSQL: {}; every ingest ended with livestate's tables (same digests)\n", pg.version);
+            let _ = writeln!(
+                out,
+                "peer PostgreSQL: {}; every ingest ended with livestate's tables (same digests)\n",
+                pg.version
+            );
         }
         let _ = write!(out, "| figure | livestate |");
         for p in PEERS {
@@ -340,7 +359,11 @@ impl Results {
             let ours = rate(i.events, i.seconds);
             if let Some(pg) = self.postgres.as_ref().and_then(|p| p.ingest(Mode::SetBased, b)) {
                 let r = ours / rate(pg.events, pg.seconds);
-                g.push((format!("end to end ≥ 5x PostgreSQL set-based, {b} per batch"), format!("{r:.2}x"), r >= 5.0));
+                g.push((
+                    format!("end to end ≥ 5x PostgreSQL set-based, {b} per batch"),
+                    format!("{r:.2}x"),
+                    r >= 5.0,
+                ));
                 let m = run.peak_pss_mib;
                 g.push((
                     format!("peak memory ≤ PostgreSQL's (set-based), {b} per batch"),
@@ -350,7 +373,11 @@ impl Results {
             }
             if let Some(lim) = self.limits.iter().find(|x| x.batch == b) {
                 let f = ours / lim.events_per_second();
-                g.push((format!("end to end ≥ 1/3 of the limit line, {b} per batch"), format!("{f:.2}"), f >= 1.0 / 3.0));
+                g.push((
+                    format!("end to end ≥ 1/3 of the limit line, {b} per batch"),
+                    format!("{f:.2}"),
+                    f >= 1.0 / 3.0,
+                ));
             }
             if let Some(py) = self.pypaimon.as_ref().filter(|p| p.batch == b) {
                 let r = ours / rate(py.write.events, py.write.seconds);

@@ -94,6 +94,10 @@ fn child<T: DeserializeOwned>(name: &str, flags: &[(&str, String)]) -> Result<(T
     let me = std::env::current_exe().map_err(BenchError::io("locate", "this binary"))?;
     let mut cmd = Command::new(&me);
     cmd.arg(name).stderr(Stdio::inherit());
+    // The allocator as the `livestate` binary sets it up (livestate-cli's `tune_allocator`):
+    // freed memory returned at once, no transparent huge pages. Through mimalloc's environment
+    // here; with the kernel's THP in `madvise` mode that is all the process flag adds.
+    cmd.env("MIMALLOC_PURGE_DELAY", "0").env("MIMALLOC_ALLOW_THP", "0");
     for (flag, value) in flags {
         cmd.arg(format!("--{flag}")).arg(value);
     }
@@ -204,7 +208,8 @@ async fn run_in(o: &Options, p: &Plan, work: &Path) -> Result<Results> {
     let mut ingests = Vec::new();
     for &batch in &batches {
         let dir = work.join(format!("livestate-{batch}"));
-        let t = step(&mut n, &format!("livestate: append durably and derive every event, {batch} per append"));
+        let t =
+            step(&mut n, &format!("livestate: append durably and derive every event, {batch} per append"));
         let (ingest, peak_pss_mib): (Ingest, f64) = child(
             "child-ingest",
             &[
@@ -218,7 +223,10 @@ async fn run_in(o: &Options, p: &Plan, work: &Path) -> Result<Results> {
             child("child-digests", &[("dir", dir.to_string_lossy().to_string())])?;
         if let Some((first, _)) = ingests.first().map(|r: &IngestRun| (&r.digests, ())) {
             if let Some(d) = disagreement(first, &digests) {
-                return Err(BenchError::peer("livestate", format!("ingests at two batch sizes disagree: {d}")));
+                return Err(BenchError::peer(
+                    "livestate",
+                    format!("ingests at two batch sizes disagree: {d}"),
+                ));
             }
         }
         ingests.push(IngestRun { ingest, peak_pss_mib, digests });
@@ -226,7 +234,10 @@ async fn run_in(o: &Options, p: &Plan, work: &Path) -> Result<Results> {
     }
     let mut limits = Vec::new();
     for &batch in &batches {
-        let t = step(&mut n, &format!("limit line: parse, append durably, merge and encode as Parquet, {batch} per append"));
+        let t = step(
+            &mut n,
+            &format!("limit line: parse, append durably, merge and encode as Parquet, {batch} per append"),
+        );
         limits.push(crate::limit::run(&events, &work.join("limit"), batch)?);
         done(t);
     }
@@ -272,14 +283,7 @@ async fn run_in(o: &Options, p: &Plan, work: &Path) -> Result<Results> {
         ],
     )?;
     done(t);
-    let ours = Ours {
-        ingests,
-        reads,
-        http,
-        serve_pss_mib: serve_pss,
-        freshness,
-        steady,
-    };
+    let ours = Ours { ingests, reads, http, serve_pss_mib: serve_pss, freshness, steady };
 
     let mut pg = None;
     let mut pyp = None;
@@ -301,7 +305,10 @@ async fn run_in(o: &Options, p: &Plan, work: &Path) -> Result<Results> {
                 if let Some(d) = disagreement(ours, &digests) {
                     return Err(BenchError::peer(
                         "PostgreSQL",
-                        format!("{} at {batch} per transaction ended with other tables than livestate: {d}", mode.label()),
+                        format!(
+                            "{} at {batch} per transaction ended with other tables than livestate: {d}",
+                            mode.label()
+                        ),
                     ));
                 }
                 pg_ingests.push(postgres::Ingest {

@@ -3,23 +3,47 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use livestate_record::{Record, RecordedEvent};
-use livestate_spec::{Action, CompanySpec, Event, EventEnvelope, Freshness, Value};
+use livestate_record::Record;
+use livestate_spec::{Action, CompanySpec, Freshness, Value};
 use paimon::spec::RowKind;
 
+use crate::decode::{Decoded, Decoder};
 use crate::error::EngineError;
 use crate::index::Index;
 use crate::layout::{Layout, Status, TableProgress};
-use crate::schema::{archive_row, ARCHIVE_TABLE, RECORD_DB, STATE_DB};
+use crate::schema::{ARCHIVE_TABLE, RECORD_DB, STATE_DB};
 use crate::sink::{TableSink, Tracking};
 use crate::upkeep::Upkeep;
 use crate::Catalog;
 
 /// Events read from the record per step.
-const READ_CHUNK: usize = 4096;
+const READ_CHUNK: usize = crate::decode::CHUNK;
 
 /// How often continuous derivation commits the `record.events` archive.
 const ARCHIVE_COMMIT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A table's commit window: what it holds decides when it is due.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    /// When this process applied the window's first event.
+    opened: Option<std::time::Instant>,
+    /// When the window's oldest event was recorded (ms since the epoch).
+    oldest_recorded_ms: Option<i64>,
+}
+
+impl Window {
+    /// Following the record, a window is due once its oldest event was recorded `following`
+    /// ago; behind it (a backlog), once it has been open `behind_for` on this process's clock,
+    /// because the events of a backlog were all recorded long ago and their age would make
+    /// every step commit. An empty window is never due.
+    fn due(self, behind: bool, now_ms: i64, following: Duration, behind_for: Duration) -> bool {
+        if behind {
+            self.opened.is_some_and(|t| t.elapsed() >= behind_for)
+        } else {
+            self.oldest_recorded_ms.is_some_and(|t| now_ms - t >= following.as_millis() as i64)
+        }
+    }
+}
 
 /// Default for how many events a catch-up applies between intermediate commits.
 pub const CATCH_UP_COMMIT_EVENTS: u64 = 50_000;
@@ -66,6 +90,9 @@ pub struct Derivers {
     archive_upkeep: Upkeep,
     /// Answers lookup joins: each table's rows as of its last commit.
     index: Arc<Index>,
+    /// Reads and types the record ahead of the derivers, on a thread of its own (started at the
+    /// first chunk; started anew if the derivers' position moves elsewhere or after an error).
+    decoder: Option<Decoder>,
 }
 
 struct StateSink {
@@ -126,6 +153,7 @@ impl Derivers {
             archive,
             archive_upkeep,
             index: Arc::clone(index),
+            decoder: None,
         };
         // The status file may say a table was checked past its last snapshot (events that did not
         // touch it). It is trusted only while that snapshot is still the table's latest.
@@ -178,12 +206,16 @@ impl Derivers {
             return Ok((0, 0));
         }
         let head = head.min(from.saturating_add(max_events));
-        let events = record.read(from, READ_CHUNK.min((head - from) as usize))?;
+        let decoder = match &mut self.decoder {
+            Some(d) if d.next() == from => d,
+            slot => slot.insert(Decoder::start(record, spec, from)),
+        };
+        let events = decoder.take(from, head, READ_CHUNK).inspect_err(|_| self.decoder = None)?;
         let n = events.len() as u64;
         let end = events.last().map_or(from, |e| e.offset + 1);
         let mut rows = 0;
         for ev in events {
-            rows += self.apply(spec, ev).await?;
+            rows += self.apply(spec, ev).await.inspect_err(|_| self.decoder = None)?;
         }
         for s in self.sinks_mut() {
             s.position = s.position.max(end);
@@ -191,23 +223,14 @@ impl Derivers {
         Ok((n, rows))
     }
 
-    async fn apply(&mut self, spec: &CompanySpec, ev: RecordedEvent) -> Result<u64, EngineError> {
-        let (offset, recorded_at_ms) = (ev.offset, ev.recorded_at_ms);
+    async fn apply(&mut self, spec: &CompanySpec, ev: Decoded) -> Result<u64, EngineError> {
+        let Decoded { offset, recorded_at_ms, event, archive } = ev;
         let mut rows = 0;
         if offset >= self.archive.position {
-            self.archive.push((RowKind::Insert, archive_row(&ev)), recorded_at_ms).await?;
+            self.archive.push((RowKind::Insert, archive), recorded_at_ms).await?;
             rows += 1;
         }
         let derivation = |message: String| EngineError::Derivation { offset, message };
-        let envelope = EventEnvelope {
-            id: ev.id,
-            event_type: ev.event_type,
-            occurred_at: ev.occurred_at,
-            data: ev.data,
-            causation: ev.causation,
-        };
-        // Mappings were dry-run when the event was emitted; here they run once, for real.
-        let event = Event::decode(envelope, spec).map_err(|e| derivation(e.to_string()))?;
         // Lookup joins read the other table as of its last commit (the lookup index).
         let ops = {
             let failed = std::cell::RefCell::new(None);
@@ -226,10 +249,34 @@ impl Derivers {
             }
             ops
         };
+        let slot_of = |table: &str| {
+            let slot = spec.tables.get_index_of(table).and_then(|i| self.sink_of[i]);
+            slot.expect("row ops are only made for tables livestate derives")
+        };
+        // An upsert of a row its window removed (partial-update, aggregation) must not share a
+        // write with that delete: Paimon merges the two into the upsert alone, and the removed
+        // row's other columns would come back. The table commits first, at this event's offset.
+        let mut split: Vec<usize> = ops
+            .iter()
+            .map(|op| slot_of(&op.table))
+            .zip(&ops)
+            .filter(|(slot, op)| {
+                let sink = &self.tables[*slot].sink;
+                offset >= sink.position && op.action == Action::Upsert && sink.would_revive(&op.row)
+            })
+            .map(|(slot, _)| slot)
+            .collect();
+        split.dedup();
+        for slot in split {
+            let t = &mut self.tables[slot];
+            t.sink.position = offset;
+            t.upkeep.before_commit(&t.sink.maintainer).await;
+            if t.sink.commit().await?.is_some() {
+                t.upkeep.after_commit(&t.sink.maintainer, false).await;
+            }
+        }
         for op in ops {
-            let slot = spec.tables.get_index_of(&op.table).and_then(|i| self.sink_of[i]);
-            let sink =
-                &mut self.tables[slot.expect("row ops are only made for tables livestate derives")].sink;
+            let sink = &mut self.tables[slot_of(&op.table)].sink;
             if offset < sink.position {
                 continue;
             }
@@ -292,22 +339,28 @@ impl Derivers {
     pub async fn step(&mut self, record: &Record, spec: &CompanySpec) -> Result<DeriveReport, EngineError> {
         let head = record.next_offset();
         let (events, rows) = self.apply_chunk(record, spec, head, u64::MAX).await?;
-        // Behind the record (a backlog after a restart or a burst), a commit per chunk would
-        // only add snapshots: commit at half the budget until caught up, then at the interval.
-        let behind = self.position() < record.next_offset();
+        // Behind the record (a backlog after a restart or a burst), the events applied were
+        // recorded long ago, so their age says nothing about when to commit: a commit per chunk
+        // would only add snapshots and files. Behind, a table commits once its window has been
+        // open for half its budget on this process's clock; following the record, once the
+        // oldest event in its window was recorded at least its interval ago.
+        // Behind means a backlog: more than a chunk beyond the position, not the few events
+        // an append added while this step ran (or the decode stage holds in flight).
+        let behind = record.next_offset().saturating_sub(self.position()) > READ_CHUNK as u64;
         let now = chrono::Utc::now();
         let now_ms = now.timestamp_millis();
-        let waited = |sink: &TableSink, interval: Duration| {
-            sink.oldest_uncommitted_ms.is_some_and(|t| now_ms - t >= interval.as_millis() as i64)
+        let waited = |sink: &TableSink, following: Duration, behind_for: Duration| {
+            let window =
+                Window { opened: sink.window_opened, oldest_recorded_ms: sink.oldest_uncommitted_ms };
+            window.due(behind, now_ms, following, behind_for)
         };
         let mut commits = 0;
         for t in &mut self.tables {
             let due = match t.freshness.commit_interval() {
-                Some(interval) if behind => {
-                    let relaxed = t.freshness.allowed_lag(now) / 2;
-                    waited(&t.sink, interval.max(relaxed))
+                Some(interval) => {
+                    let relaxed = (t.freshness.allowed_lag(now) / 2).max(interval);
+                    waited(&t.sink, interval, relaxed)
                 }
-                Some(interval) => waited(&t.sink, interval),
                 None => {
                     let boundary = t.freshness.last_boundary(now);
                     let due = t.last_nightly_commit.is_none_or(|last| last < boundary);
@@ -317,6 +370,8 @@ impl Derivers {
                     due
                 }
             };
+            // A window this large commits now: its memory has a ceiling whatever the budget.
+            let due = due || t.sink.window_keys() >= crate::sink::MAX_WINDOW_KEYS;
             if due {
                 t.upkeep.before_commit(&t.sink.maintainer).await;
                 if t.sink.commit().await?.is_some() {
@@ -325,7 +380,7 @@ impl Derivers {
                 }
             }
         }
-        if waited(&self.archive, ARCHIVE_COMMIT_INTERVAL) {
+        if waited(&self.archive, ARCHIVE_COMMIT_INTERVAL, ARCHIVE_COMMIT_INTERVAL) {
             self.archive_upkeep.before_commit(&self.archive.maintainer).await;
             if self.archive.commit().await?.is_some() {
                 commits += 1;
@@ -458,5 +513,30 @@ impl Derivers {
             );
         }
         Ok(status)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_backlog_commits_by_how_long_its_window_is_open_not_by_how_old_its_events_are() {
+        let now_ms = 1_000_000;
+        let just_opened = Window { opened: Some(Instant::now()), oldest_recorded_ms: Some(now_ms - 60_000) };
+        // Following, a minute-old event makes the window due at once.
+        assert!(just_opened.due(false, now_ms, 125 * MS, 500 * MS));
+        // Behind, the same window waits until it has been open half the budget.
+        assert!(!just_opened.due(true, now_ms, 125 * MS, 500 * MS));
+        let open_long = Window { opened: Instant::now().checked_sub(600 * MS), ..just_opened };
+        assert!(open_long.due(true, now_ms, 125 * MS, 500 * MS));
+        let fresh = Window { opened: Some(Instant::now()), oldest_recorded_ms: Some(now_ms - 10) };
+        assert!(!fresh.due(false, now_ms, 125 * MS, 500 * MS), "a window younger than the interval waits");
+        let empty = Window { opened: None, oldest_recorded_ms: None };
+        assert!(!empty.due(false, now_ms, Duration::ZERO, Duration::ZERO));
+        assert!(!empty.due(true, now_ms, Duration::ZERO, Duration::ZERO));
     }
 }

@@ -8,6 +8,7 @@
 //! commit ended. [`read::read`] answers with rows and a [`Receipt`].
 
 pub mod catalog;
+mod decode;
 mod derive;
 mod error;
 pub mod flink;

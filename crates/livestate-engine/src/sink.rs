@@ -19,13 +19,23 @@ use crate::schema::{latest_own_snapshot, COMMIT_USER};
 use crate::triggers::{Effects, TableTriggers};
 use crate::Catalog;
 
-/// Rows buffered before they are handed to the Paimon writer.
+/// Rows buffered before they are handed to the Paimon writer (and rows per batch handed over).
 const WRITE_BATCH_ROWS: usize = 8192;
+
+/// Keys a state table's commit window may hold: a table with this many is committed at the next
+/// step whatever its budget says, so the window's memory has a ceiling however many distinct
+/// keys a burst touches.
+pub(crate) const MAX_WINDOW_KEYS: usize = 65_536;
 
 /// A table being derived: the writer stays open across commits (a new `TableWrite` rescans every
 /// manifest), rows are buffered, and each commit's identifier is the record offset below which
 /// every event is reflected. Resuming after a crash starts at that offset, so nothing is lost or
 /// applied twice.
+///
+/// A state table (one with [`Tracking`]) hands Paimon no row operation as it arrives: the commit
+/// window's operations are merged per key with the table's merge engine, and the commit writes
+/// each changed key's window once ([`Tracking::window_rows`]), so Paimon receives at most one
+/// row per key per commit (two when a delete reset a partial-update or aggregation row).
 pub(crate) struct TableSink {
     pub name: String,
     pub table: Table,
@@ -43,6 +53,9 @@ pub(crate) struct TableSink {
     pub snapshot_identifier: u64,
     /// When the oldest event not yet committed was recorded (ms since the epoch).
     pub oldest_uncommitted_ms: Option<i64>,
+    /// When this process applied the first event not yet committed (the window's start on this
+    /// process's clock, whatever the event's recorded time).
+    pub window_opened: Option<std::time::Instant>,
     /// Taken by every commit to the table, data or compaction.
     commit_lock: CommitLock,
     /// Compaction, expiry and orphan cleanup of this table.
@@ -98,6 +111,33 @@ async fn changes_of(
 /// A key's row at the last commit and now (`None`: no row).
 type BeforeAfter = (Option<Vec<Value>>, Option<Vec<Value>>);
 
+/// What the operations of the commit window did to one key.
+#[derive(Debug, Clone, Default)]
+struct Touched {
+    /// The key's row at the last commit.
+    before: Option<Vec<Value>>,
+    /// The key's row now.
+    now: Option<Vec<Value>>,
+    /// The window's operations merged from nothing, with the table's merge engine, since the
+    /// window's last removing delete: what Paimon must merge into the committed row. For an
+    /// aggregation table this is the window's aggregate, not the running total, so a reader
+    /// merging it with the earlier files counts each operation once.
+    window: Option<Vec<Value>>,
+    /// A delete that removes rows happened in the window: Paimon must drop the committed row
+    /// before merging `window`.
+    reset: bool,
+}
+
+impl Touched {
+    fn unchanged(before: Option<Vec<Value>>) -> Touched {
+        Touched { now: before.clone(), before, window: None, reset: false }
+    }
+
+    fn before_after(&self) -> (Option<&Vec<Value>>, Option<&Vec<Value>>) {
+        (self.before.as_ref(), self.now.as_ref())
+    }
+}
+
 /// Row-level bookkeeping of a state table: the merge engine applied to every row operation,
 /// so each commit knows every key's row before and after it (changelog) and the lookup index
 /// can move to the new rows when the commit succeeds.
@@ -105,8 +145,8 @@ pub(crate) struct Tracking {
     table: String,
     merger: Merger,
     index: Arc<Index>,
-    /// Key → (row at the last commit, row now).
-    touched: BTreeMap<Vec<u8>, BeforeAfter>,
+    /// Every key the window's operations touched.
+    touched: BTreeMap<Vec<u8>, Touched>,
     /// Whether commits carry a changelog (`changelog-producer` other than `none`).
     changelog: bool,
     key_idx: Vec<usize>,
@@ -134,13 +174,45 @@ impl Tracking {
     fn apply(&mut self, kind: RowKind, row: &[Value]) -> Result<(), EngineError> {
         let key = crate::index::key_bytes(self.key_idx.iter().map(|&i| &row[i]));
         let action = if kind.is_add() { Action::Upsert } else { Action::Delete };
-        let current = match self.touched.get(&key) {
-            Some((_, now)) => now.clone(),
-            None => self.index.get(&self.table, &key)?,
+        let t = match self.touched.entry(key) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                let before = self.index.get(&self.table, e.key())?;
+                e.insert(Touched::unchanged(before))
+            }
         };
-        let next = self.merger.apply(current.clone(), action, row);
-        self.touched.entry(key).or_insert((current, None)).1 = next;
+        t.now = self.merger.apply(t.now.take(), action, row);
+        if action == Action::Delete && self.merger.removes_on_delete() {
+            t.window = None;
+            t.reset = true;
+        } else {
+            t.window = self.merger.apply(t.window.take(), action, row);
+        }
         Ok(())
+    }
+
+    /// The rows the pending commit hands Paimon, in key order: for each key whose row changed,
+    /// a delete of the committed row when the window reset it (not needed by `deduplicate` when
+    /// the window ends with a row, which replaces it anyway), then the window's merged row. A
+    /// key whose row ends as it was is not written at all.
+    ///
+    /// The delete carries the key alone: Paimon's partial-update and aggregation engines start
+    /// the key's row again from a delete's values, so any other value would come back.
+    fn window_rows(&self) -> impl Iterator<Item = KindRow> + '_ {
+        let replaces = self.merger.replaces_rows();
+        self.touched.values().filter(|t| t.before != t.now).flat_map(move |t| {
+            let delete = match &t.before {
+                Some(b) if t.reset && !(replaces && t.window.is_some()) => {
+                    let mut key_only = vec![Value::Null; b.len()];
+                    for &i in &self.key_idx {
+                        key_only[i] = b[i].clone();
+                    }
+                    Some((RowKind::Delete, key_only))
+                }
+                _ => None,
+            };
+            delete.into_iter().chain(t.window.clone().map(|w| (RowKind::Insert, w)))
+        })
     }
 
     /// Trigger firings and arming changes of the pending commit, once committed as `at`
@@ -154,7 +226,8 @@ impl Tracking {
         for t in &self.triggers.triggers {
             seqs.insert(t.name.clone(), self.index.last_seq(&t.name)?);
         }
-        for (key, (before, after)) in &self.touched {
+        for (key, t) in &self.touched {
+            let (before, after) = t.before_after();
             if before == after {
                 continue;
             }
@@ -172,8 +245,8 @@ impl Tracking {
             self.triggers.evaluate(
                 &self.table,
                 key,
-                before.as_deref(),
-                after.as_deref(),
+                before.map(Vec::as_slice),
+                after.map(Vec::as_slice),
                 &is_armed,
                 at,
                 &mut next,
@@ -186,8 +259,8 @@ impl Tracking {
     /// The changes of the pending commit: (kind, row) in key order, -U before +U.
     fn changes(&self) -> Vec<(RowKind, &Vec<Value>)> {
         let mut out = Vec::new();
-        for (before, after) in self.touched.values() {
-            match (before, after) {
+        for t in self.touched.values() {
+            match t.before_after() {
                 (None, Some(a)) => out.push((RowKind::Insert, a)),
                 (Some(b), None) => out.push((RowKind::Delete, b)),
                 (Some(b), Some(a)) if b != a => {
@@ -257,6 +330,7 @@ impl TableSink {
             snapshot_id,
             snapshot_identifier: committed,
             oldest_uncommitted_ms: None,
+            window_opened: None,
             commit_lock,
             maintainer,
             fence,
@@ -275,31 +349,56 @@ impl TableSink {
         }
     }
 
+    /// Applies one row operation: a state table merges it into its key's window (written at
+    /// the commit); the archive buffers it and hands Paimon every [`WRITE_BATCH_ROWS`].
     pub async fn push(&mut self, row: KindRow, recorded_at_ms: i64) -> Result<(), EngineError> {
+        self.oldest_uncommitted_ms.get_or_insert(recorded_at_ms);
+        self.window_opened.get_or_insert_with(std::time::Instant::now);
         if let Some(t) = &mut self.tracking {
-            t.apply(row.0, &row.1)?;
+            return t.apply(row.0, &row.1);
         }
         self.pending.push(row);
-        self.oldest_uncommitted_ms.get_or_insert(recorded_at_ms);
         if self.pending.len() >= WRITE_BATCH_ROWS {
             self.flush().await?;
         }
         Ok(())
     }
 
+    /// Hands Paimon what is buffered: the archive's pending rows, or a state table's window rows.
     async fn flush(&mut self) -> Result<(), EngineError> {
+        if let Some(t) = &self.tracking {
+            let mut rows = t.window_rows().peekable();
+            while rows.peek().is_some() {
+                let chunk: Vec<KindRow> = rows.by_ref().take(WRITE_BATCH_ROWS).collect();
+                self.dirty |=
+                    write_rows(&mut self.write, &self.table, &self.name, &self.schema, &chunk).await?;
+            }
+            return Ok(());
+        }
         if self.pending.is_empty() {
             return Ok(());
         }
-        let batch = rows::to_batch(&self.schema, &self.pending)
-            .map_err(|message| EngineError::Arrow { table: self.name.clone(), message })?;
-        if let Err(e) = self.write.write_arrow_batch(&batch).await {
-            let e = paimon_err(&self.name, "write")(e);
-            return Err(diagnose(&self.table, &self.name, None, e).await);
-        }
+        self.dirty |=
+            write_rows(&mut self.write, &self.table, &self.name, &self.schema, &self.pending).await?;
         self.pending.clear();
-        self.dirty = true;
         Ok(())
+    }
+
+    /// Whether upserting `row` would set again a row this window removed from a table whose
+    /// upserts merge into the row (partial-update, aggregation): such an upsert must go to
+    /// Paimon in a later commit than the delete (see `Derivers::apply`).
+    pub fn would_revive(&self, row: &[Value]) -> bool {
+        let Some(t) = &self.tracking else { return false };
+        if t.merger.replaces_rows() {
+            return false;
+        }
+        let key = crate::index::key_bytes(t.key_idx.iter().map(|&i| &row[i]));
+        t.touched.get(&key).is_some_and(|k| k.reset && k.before.is_some())
+    }
+
+    /// Keys the commit window holds (0 for the archive).
+    pub fn window_keys(&self) -> usize {
+        self.tracking.as_ref().map_or(0, |t| t.touched.len())
     }
 
     /// The table's name without its database (`stock` for `state.stock`).
@@ -322,7 +421,15 @@ impl TableSink {
     async fn commit_unchecked(&mut self) -> Result<Option<i64>, EngineError> {
         self.flush().await?;
         if !self.dirty {
+            // Nothing changed (the window's operations left every row as it was): the last
+            // snapshot already reflects every event below the position.
             self.committed = self.position;
+            self.oldest_uncommitted_ms = None;
+            self.window_opened = None;
+            self.window_opened = None;
+            if let Some(t) = &mut self.tracking {
+                t.touched.clear();
+            }
             return Ok(None);
         }
         let mut messages =
@@ -349,6 +456,7 @@ impl TableSink {
         self.dirty = false;
         self.committed = self.position;
         self.oldest_uncommitted_ms = None;
+        self.window_opened = None;
         let latest = self
             .table
             .snapshot_manager()
@@ -365,7 +473,7 @@ impl TableSink {
             let touched = std::mem::take(&mut t.touched);
             t.index.apply_with(
                 &t.table,
-                touched.iter().map(|(k, (_, now))| (k.as_slice(), now.as_deref())),
+                touched.iter().map(|(k, t)| (k.as_slice(), t.now.as_deref())),
                 meta,
                 &effects,
             )?;
@@ -407,7 +515,10 @@ impl TableSink {
                     if changes.is_empty() {
                         continue;
                     }
-                    t.touched = changes;
+                    t.touched = changes
+                        .into_iter()
+                        .map(|(k, (before, now))| (k, Touched { before, now, window: None, reset: false }))
+                        .collect();
                     let identifier = u64::try_from(snap.commit_identifier()).unwrap_or(0);
                     let committed_at_ms = i64::try_from(snap.time_millis()).unwrap_or(0);
                     let effects = t.effects((Some(id), identifier, committed_at_ms))?;
@@ -417,7 +528,7 @@ impl TableSink {
                         snapshot_id: Some(id),
                         committed_at_ms: Some(committed_at_ms),
                     };
-                    let rows = touched.iter().map(|(k, (_, now))| (k.as_slice(), now.as_deref()));
+                    let rows = touched.iter().map(|(k, t)| (k.as_slice(), t.now.as_deref()));
                     t.index.apply_with(&t.table, rows, m, &effects)?;
                 }
                 if t.index.meta(&t.table)?.is_some_and(|m| m.identifier == now.identifier) {
@@ -428,6 +539,26 @@ impl TableSink {
         let rows = crate::read::scan(&self.table, ts, &[]).await?;
         t.index.rebuild(&t.table, &rows, now)
     }
+}
+
+/// Hands `rows` to the Paimon writer as one batch; whether there were any.
+async fn write_rows(
+    write: &mut TableWrite,
+    table: &Table,
+    name: &str,
+    schema: &Arc<ArrowSchema>,
+    rows: &[KindRow],
+) -> Result<bool, EngineError> {
+    if rows.is_empty() {
+        return Ok(false);
+    }
+    let batch = rows::to_batch(schema, rows)
+        .map_err(|message| EngineError::Arrow { table: name.to_string(), message })?;
+    if let Err(e) = write.write_arrow_batch(&batch).await {
+        let e = paimon_err(name, "write")(e);
+        return Err(diagnose(table, name, None, e).await);
+    }
+    Ok(true)
 }
 
 /// Writes the pending commit's changes as Paimon changelog files, one per bucket, and adds

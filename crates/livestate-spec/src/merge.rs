@@ -99,6 +99,17 @@ impl Merger {
         Ok(Merger { engine: table.merge_engine, folds, remove_on_delete })
     }
 
+    /// Whether a delete removes the key's row (else it is dropped, as Paimon drops it).
+    pub fn removes_on_delete(&self) -> bool {
+        self.remove_on_delete
+    }
+
+    /// Whether an upsert replaces the whole row (`deduplicate`): then a window's last row alone
+    /// says what the key holds, whatever came before it.
+    pub fn replaces_rows(&self) -> bool {
+        self.engine == MergeEngine::Deduplicate
+    }
+
     /// The row after `action` with `row` (full width, in column order) meets `current`.
     pub fn apply(&self, current: Option<Vec<Value>>, action: Action, row: &[Value]) -> Option<Vec<Value>> {
         if action == Action::Delete {
