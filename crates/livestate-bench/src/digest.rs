@@ -80,8 +80,8 @@ mod tests {
         assert_eq!(x, y);
         assert_ne!(x.sha256, z.sha256, "null and the empty string differ");
         assert_eq!(x.rows, 2);
-        assert!(disagreement(&[x.clone()], &[z]).is_some());
-        assert!(disagreement(&[x.clone()], &[y]).is_none());
+        assert!(disagreement(std::slice::from_ref(&x), &[z]).is_some());
+        assert!(disagreement(std::slice::from_ref(&x), &[y]).is_none());
         assert!(disagreement(&[x], &[]).is_some(), "a missing table disagrees");
     }
 
