@@ -389,7 +389,9 @@ impl TableSink {
     /// Paimon in a later commit than the delete (see `Derivers::apply`).
     pub fn would_revive(&self, row: &[Value]) -> bool {
         let Some(t) = &self.tracking else { return false };
-        if t.merger.replaces_rows() {
+        // Only a table whose deletes remove rows can have a window that reset a key (stock, a
+        // partial-update table without deletes, never computes the key here).
+        if t.merger.replaces_rows() || !t.merger.removes_on_delete() {
             return false;
         }
         let key = crate::index::key_bytes(t.key_idx.iter().map(|&i| &row[i]));
