@@ -103,6 +103,19 @@ struct StateSink {
     upkeep: Upkeep,
 }
 
+impl StateSink {
+    /// Commits what the table has pending, with its upkeep before and after (background work
+    /// as its budget says); whether a snapshot was made.
+    async fn commit(&mut self) -> Result<bool, EngineError> {
+        self.upkeep.before_commit(&self.sink.maintainer).await;
+        let made = self.sink.commit().await?.is_some();
+        if made {
+            self.upkeep.after_commit(&self.sink.maintainer, false).await;
+        }
+        Ok(made)
+    }
+}
+
 impl Derivers {
     pub(crate) async fn open(
         catalog: &Catalog,
@@ -270,10 +283,7 @@ impl Derivers {
         for slot in split {
             let t = &mut self.tables[slot];
             t.sink.position = offset;
-            t.upkeep.before_commit(&t.sink.maintainer).await;
-            if t.sink.commit().await?.is_some() {
-                t.upkeep.after_commit(&t.sink.maintainer, false).await;
-            }
+            t.commit().await?;
         }
         for op in ops {
             let sink = &mut self.tables[slot_of(&op.table)].sink;
@@ -373,11 +383,7 @@ impl Derivers {
             // A window this large commits now: its memory has a ceiling whatever the budget.
             let due = due || t.sink.window_keys() >= crate::sink::MAX_WINDOW_KEYS;
             if due {
-                t.upkeep.before_commit(&t.sink.maintainer).await;
-                if t.sink.commit().await?.is_some() {
-                    commits += 1;
-                    t.upkeep.after_commit(&t.sink.maintainer, false).await;
-                }
+                commits += u64::from(t.commit().await?);
             }
         }
         if waited(&self.archive, ARCHIVE_COMMIT_INTERVAL, ARCHIVE_COMMIT_INTERVAL) {
@@ -434,10 +440,7 @@ impl Derivers {
         let mut snapshots = Vec::with_capacity(idx.len());
         for i in idx {
             let t = &mut self.tables[i];
-            t.upkeep.before_commit(&t.sink.maintainer).await;
-            if t.sink.commit().await?.is_some() {
-                t.upkeep.after_commit(&t.sink.maintainer, false).await;
-            }
+            t.commit().await?;
             debug_assert_eq!(t.sink.committed, through);
             snapshots.push((t.sink.name_in_spec().to_string(), t.sink.snapshot_id));
         }

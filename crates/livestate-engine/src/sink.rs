@@ -35,7 +35,8 @@ pub(crate) const MAX_WINDOW_KEYS: usize = 65_536;
 /// A state table (one with [`Tracking`]) hands Paimon no row operation as it arrives: the commit
 /// window's operations are merged per key with the table's merge engine, and the commit writes
 /// each changed key's window once ([`Tracking::window_rows`]), so Paimon receives at most one
-/// row per key per commit (two when a delete reset a partial-update or aggregation row).
+/// row per key per commit (an upsert that would set again a row its window removed commits the
+/// table first, so a reset key's delete goes alone).
 pub(crate) struct TableSink {
     pub name: String,
     pub table: Table,
