@@ -7,43 +7,18 @@ use livestate_record::Record;
 use livestate_spec::{Action, CompanySpec, Freshness, Value};
 use paimon::spec::RowKind;
 
+use crate::archive::{Archive, ArchiveRow};
 use crate::decode::{Decoded, Decoder};
 use crate::error::EngineError;
 use crate::index::Index;
 use crate::layout::{Layout, Status, TableProgress};
 use crate::schema::{ARCHIVE_TABLE, RECORD_DB, STATE_DB};
-use crate::sink::{TableSink, Tracking};
+use crate::sink::{TableSink, Tracking, Window};
 use crate::upkeep::Upkeep;
 use crate::Catalog;
 
 /// Events read from the record per step.
 const READ_CHUNK: usize = crate::decode::CHUNK;
-
-/// How often continuous derivation commits the `record.events` archive.
-const ARCHIVE_COMMIT_INTERVAL: Duration = Duration::from_secs(1);
-
-/// A table's commit window: what it holds decides when it is due.
-#[derive(Debug, Clone, Copy)]
-struct Window {
-    /// When this process applied the window's first event.
-    opened: Option<std::time::Instant>,
-    /// When the window's oldest event was recorded (ms since the epoch).
-    oldest_recorded_ms: Option<i64>,
-}
-
-impl Window {
-    /// Following the record, a window is due once its oldest event was recorded `following`
-    /// ago; behind it (a backlog), once it has been open `behind_for` on this process's clock,
-    /// because the events of a backlog were all recorded long ago and their age would make
-    /// every step commit. An empty window is never due.
-    fn due(self, behind: bool, now_ms: i64, following: Duration, behind_for: Duration) -> bool {
-        if behind {
-            self.opened.is_some_and(|t| t.elapsed() >= behind_for)
-        } else {
-            self.oldest_recorded_ms.is_some_and(|t| now_ms - t >= following.as_millis() as i64)
-        }
-    }
-}
 
 /// Default for how many events a catch-up applies between intermediate commits.
 pub const CATCH_UP_COMMIT_EVENTS: u64 = 50_000;
@@ -86,8 +61,10 @@ pub struct Derivers {
     /// Indexed like `spec.tables`: the position in `tables` of each table's sink (`None` for a
     /// table another engine derives).
     sink_of: Vec<Option<usize>>,
-    archive: TableSink,
-    archive_upkeep: Upkeep,
+    /// The `record.events` archive, written on a task of its own.
+    archive: Archive,
+    /// Archive rows of the chunk being applied, handed to the archive at its end.
+    archive_rows: Vec<ArchiveRow>,
     /// Answers lookup joins: each table's rows as of its last commit.
     index: Arc<Index>,
     /// Reads and types the record ahead of the derivers, on a thread of its own (started at the
@@ -140,8 +117,7 @@ impl Derivers {
             let upkeep = Upkeep::new(&t.freshness);
             tables.push(StateSink { freshness: t.freshness, sink, last_nightly_commit: None, upkeep });
         }
-        let archive = TableSink::open(catalog, RECORD_DB, ARCHIVE_TABLE, false, None, fence).await?;
-        let archive_upkeep = Upkeep::new(&Freshness::Within(ARCHIVE_COMMIT_INTERVAL * 2));
+        let mut archive = TableSink::open(catalog, RECORD_DB, ARCHIVE_TABLE, false, None, fence).await?;
         // This process holds the write lock and no writer has written yet, so every file no
         // snapshot or tag references is left over from a crash: remove it now.
         let now = chrono::Utc::now().timestamp_millis();
@@ -159,19 +135,10 @@ impl Derivers {
                 tracing::info!(table = %name, files = removed.files, "removed files left by an earlier crash");
             }
         }
-        let mut d = Derivers {
-            layout: layout.clone(),
-            tables,
-            sink_of,
-            archive,
-            archive_upkeep,
-            index: Arc::clone(index),
-            decoder: None,
-        };
         // The status file may say a table was checked past its last snapshot (events that did not
         // touch it). It is trusted only while that snapshot is still the table's latest.
         if let Some(status) = Status::load(layout) {
-            for s in d.sinks_mut() {
+            for s in tables.iter_mut().map(|t| &mut t.sink).chain(std::iter::once(&mut archive)) {
                 if let Some(p) = status.tables.get(&s.name) {
                     if p.still_holds(s.snapshot_id, s.snapshot_identifier) && p.through > s.position {
                         s.position = p.through;
@@ -180,20 +147,20 @@ impl Derivers {
                 }
             }
         }
-        Ok(d)
-    }
-
-    fn sinks(&self) -> impl Iterator<Item = &TableSink> {
-        self.tables.iter().map(|t| &t.sink).chain(std::iter::once(&self.archive))
-    }
-
-    fn sinks_mut(&mut self) -> impl Iterator<Item = &mut TableSink> {
-        self.tables.iter_mut().map(|t| &mut t.sink).chain(std::iter::once(&mut self.archive))
+        Ok(Derivers {
+            layout: layout.clone(),
+            tables,
+            sink_of,
+            archive: Archive::start(archive),
+            archive_rows: Vec::new(),
+            index: Arc::clone(index),
+            decoder: None,
+        })
     }
 
     /// The lowest offset some sink still needs.
     pub fn position(&self) -> u64 {
-        self.sinks().map(|s| s.position).min().unwrap_or(0)
+        self.tables.iter().map(|t| t.sink.position).chain([self.archive.position()]).min().unwrap_or(0)
     }
 
     /// Where a state table stands: the record offset its latest commit reflects (every event
@@ -230,17 +197,20 @@ impl Derivers {
         for ev in events {
             rows += self.apply(spec, ev).await.inspect_err(|_| self.decoder = None)?;
         }
-        for s in self.sinks_mut() {
-            s.position = s.position.max(end);
+        for t in &mut self.tables {
+            t.sink.position = t.sink.position.max(end);
         }
+        let archived = std::mem::take(&mut self.archive_rows);
+        let behind = record.next_offset().saturating_sub(end) > READ_CHUNK as u64;
+        self.archive.hand_over(archived, end, behind).await?;
         Ok((n, rows))
     }
 
     async fn apply(&mut self, spec: &CompanySpec, ev: Decoded) -> Result<u64, EngineError> {
         let Decoded { offset, recorded_at_ms, event, archive } = ev;
         let mut rows = 0;
-        if offset >= self.archive.position {
-            self.archive.push((RowKind::Insert, archive), recorded_at_ms).await?;
+        if offset >= self.archive.position() {
+            self.archive_rows.push((recorded_at_ms, archive));
             rows += 1;
         }
         let derivation = |message: String| EngineError::Derivation { offset, message };
@@ -386,13 +356,9 @@ impl Derivers {
                 commits += u64::from(t.commit().await?);
             }
         }
-        if waited(&self.archive, ARCHIVE_COMMIT_INTERVAL, ARCHIVE_COMMIT_INTERVAL) {
-            self.archive_upkeep.before_commit(&self.archive.maintainer).await;
-            if self.archive.commit().await?.is_some() {
-                commits += 1;
-                self.archive_upkeep.after_commit(&self.archive.maintainer, false).await;
-            }
-        }
+        // The archive commits on its own task; a failure there stops derivation here.
+        self.archive.check().await?;
+        commits += self.archive.take_commits();
         Ok(DeriveReport { events, rows, commits, through: self.position() })
     }
 
@@ -427,7 +393,8 @@ impl Derivers {
                 EngineError::UnknownTable { name: t.clone(), known: spec.tables.keys().cloned().collect() }
             })?);
         }
-        let through = self.sinks().map(|s| s.position).max().unwrap_or(0).max(target);
+        let positions = self.tables.iter().map(|t| t.sink.position).chain([self.archive.position()]);
+        let through = positions.max().unwrap_or(0).max(target);
         while self.position() < through {
             let (n, _) = self.apply_chunk(record, spec, through, u64::MAX).await?;
             if n == 0 {
@@ -459,25 +426,25 @@ impl Derivers {
     /// Paimon errors.
     pub async fn commit_all(&mut self) -> Result<u64, EngineError> {
         let mut commits = 0;
-        let archive = std::iter::once((&mut self.archive, &mut self.archive_upkeep));
-        for (sink, upkeep) in self.tables.iter_mut().map(|t| (&mut t.sink, &mut t.upkeep)).chain(archive) {
-            upkeep.before_commit(&sink.maintainer).await;
-            if sink.commit().await?.is_some() {
+        for t in &mut self.tables {
+            t.upkeep.before_commit(&t.sink.maintainer).await;
+            if t.sink.commit().await?.is_some() {
                 commits += 1;
-                upkeep.after_commit(&sink.maintainer, true).await;
+                t.upkeep.after_commit(&t.sink.maintainer, true).await;
             }
         }
+        // Rows of the last chunk are already handed over; the commit runs after them.
+        self.archive.commit().await?;
+        commits += self.archive.take_commits();
         Ok(commits)
     }
 
     /// Waits for background compactions and expiries (call before exiting).
     pub async fn finish(&mut self) {
-        let archive = std::iter::once((self.archive.name.clone(), &mut self.archive_upkeep));
-        for (name, upkeep) in
-            self.tables.iter_mut().map(|t| (t.sink.name.clone(), &mut t.upkeep)).chain(archive)
-        {
-            upkeep.finish(&name).await;
+        for t in &mut self.tables {
+            t.upkeep.finish(&t.sink.name).await;
         }
+        self.archive.finish().await;
     }
 
     /// Writes the status file: each table's snapshot, checked-through offset and lag.
@@ -501,7 +468,8 @@ impl Derivers {
             record_next_offset: next,
             ..Default::default()
         };
-        for s in self.sinks() {
+        let sinks = self.tables.iter().map(|t| t.sink.progress()).chain([self.archive.progress()]);
+        for s in sinks {
             // A table no event touched since its last commit is as fresh as the record's head.
             let through = s.checked_through();
             let lag_ms = crate::read::lag_ms(record, through, now)?;

@@ -425,13 +425,11 @@ impl Index {
 
 /// Key bytes of key values in key order.
 pub fn key_bytes<'a>(values: impl Iterator<Item = &'a Value>) -> Vec<u8> {
-    let json: Vec<serde_json::Value> = values.map(Value::to_json).collect();
-    serde_json::to_vec(&json).expect("values encode")
+    Value::json_array(values)
 }
 
 fn encode_row(row: &[Value]) -> Vec<u8> {
-    let json: Vec<serde_json::Value> = row.iter().map(Value::to_json).collect();
-    serde_json::to_vec(&json).expect("values encode")
+    Value::json_array(row)
 }
 
 fn decode_row(table: &str, types: &[ValueType], bytes: &[u8]) -> Result<Vec<Value>, EngineError> {

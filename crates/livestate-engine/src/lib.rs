@@ -7,6 +7,7 @@
 //! record offset as the Paimon commit identifier so a restart resumes exactly where the last
 //! commit ended. [`read::read`] answers with rows and a [`Receipt`].
 
+mod archive;
 pub mod catalog;
 mod decode;
 mod derive;

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
 use arrow_array::{ArrayRef, Int64Array, Int8Array, RecordBatch, UInt32Array};
 use arrow_ord::sort::{lexsort_to_indices, SortColumn};
@@ -26,6 +27,72 @@ const WRITE_BATCH_ROWS: usize = 8192;
 /// step whatever its budget says, so the window's memory has a ceiling however many distinct
 /// keys a burst touches.
 pub(crate) const MAX_WINDOW_KEYS: usize = 65_536;
+
+/// A table's commit window: what it holds decides when it is due.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Window {
+    /// When this process applied the window's first event.
+    pub opened: Option<std::time::Instant>,
+    /// When the window's oldest event was recorded (ms since the epoch).
+    pub oldest_recorded_ms: Option<i64>,
+}
+
+impl Window {
+    /// Following the record, a window is due once its oldest event was recorded `following`
+    /// ago; behind it (a backlog), once it has been open `behind_for` on this process's clock,
+    /// because the events of a backlog were all recorded long ago and their age would make
+    /// every step commit. An empty window is never due.
+    pub fn due(self, behind: bool, now_ms: i64, following: Duration, behind_for: Duration) -> bool {
+        if behind {
+            self.opened.is_some_and(|t| t.elapsed() >= behind_for)
+        } else {
+            self.oldest_recorded_ms.is_some_and(|t| now_ms - t >= following.as_millis() as i64)
+        }
+    }
+
+    /// How long until [`Window::due`] says the window is due (zero once it is); `None` for an
+    /// empty window.
+    pub fn due_in(
+        self,
+        behind: bool,
+        now_ms: i64,
+        following: Duration,
+        behind_for: Duration,
+    ) -> Option<Duration> {
+        if behind {
+            self.opened.map(|t| behind_for.saturating_sub(t.elapsed()))
+        } else {
+            self.oldest_recorded_ms.map(|t| {
+                let left = following.as_millis() as i64 - (now_ms - t);
+                Duration::from_millis(u64::try_from(left).unwrap_or(0))
+            })
+        }
+    }
+}
+
+/// Where a sink stands, as its status reports it (the archive's task publishes it).
+#[derive(Debug, Clone)]
+pub(crate) struct SinkProgress {
+    pub name: String,
+    pub position: u64,
+    pub committed: u64,
+    pub snapshot_id: Option<i64>,
+    pub snapshot_identifier: u64,
+    pub oldest_uncommitted_ms: Option<i64>,
+}
+
+impl SinkProgress {
+    /// The offset below which the latest snapshot reflects every event: the position itself when
+    /// nothing was applied since the last commit (the events since touched no row of this table),
+    /// else the last commit's.
+    pub fn checked_through(&self) -> u64 {
+        if self.oldest_uncommitted_ms.is_none() {
+            self.position.max(self.committed)
+        } else {
+            self.committed
+        }
+    }
+}
 
 /// A table being derived: the writer stays open across commits (a new `TableWrite` rescans every
 /// manifest), rows are buffered, and each commit's identifier is the record offset below which
@@ -339,14 +406,15 @@ impl TableSink {
         })
     }
 
-    /// The offset below which the latest snapshot reflects every event: the position itself when
-    /// nothing was applied since the last commit (the events since touched no row of this table),
-    /// else the last commit's.
-    pub fn checked_through(&self) -> u64 {
-        if self.oldest_uncommitted_ms.is_none() {
-            self.position.max(self.committed)
-        } else {
-            self.committed
+    /// Where the sink stands (see [`SinkProgress`]).
+    pub fn progress(&self) -> SinkProgress {
+        SinkProgress {
+            name: self.name.clone(),
+            position: self.position,
+            committed: self.committed,
+            snapshot_id: self.snapshot_id,
+            snapshot_identifier: self.snapshot_identifier,
+            oldest_uncommitted_ms: self.oldest_uncommitted_ms,
         }
     }
 

@@ -161,6 +161,43 @@ impl Value {
         }
     }
 
+    /// Appends the JSON text of [`Value::to_json`] to `out`, byte for byte the same, without
+    /// building a `serde_json::Value` first (the lookup index's keys and rows are these bytes).
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        match self {
+            Value::Null => out.extend_from_slice(b"null"),
+            Value::String(s) => {
+                serde_json::to_writer(&mut *out, s).expect("writing JSON into memory cannot fail")
+            }
+            Value::Int(i) => {
+                serde_json::to_writer(&mut *out, i).expect("writing JSON into memory cannot fail")
+            }
+            Value::Decimal(d) => serde_json::to_writer(&mut *out, &d.to_string())
+                .expect("writing JSON into memory cannot fail"),
+            Value::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+            Value::Timestamp(t) => {
+                out.push(b'"');
+                push_timestamp(out, t);
+                out.push(b'"');
+            }
+        }
+    }
+
+    /// The JSON array of `values` ([`Value::write_json`] of each), as `serde_json::to_vec` of
+    /// their [`Value::to_json`] array writes it.
+    pub fn json_array<'a>(values: impl IntoIterator<Item = &'a Value>) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64);
+        out.push(b'[');
+        for (i, v) in values.into_iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            v.write_json(&mut out);
+        }
+        out.push(b']');
+        out
+    }
+
     /// The value's type, `None` for null.
     pub fn value_type(&self) -> Option<ValueType> {
         Some(match self {
@@ -273,7 +310,36 @@ pub fn millis_to_timestamp(ms: i64) -> DateTime<Utc> {
 
 /// `YYYY-MM-DDTHH:MM:SS.mmm`, UTC, no suffix: the form pypaimon and `livestate read` agree on.
 pub fn format_timestamp(t: &DateTime<Utc>) -> String {
-    t.format("%Y-%m-%dT%H:%M:%S%.3f").to_string()
+    let mut out = Vec::with_capacity(23);
+    push_timestamp(&mut out, t);
+    String::from_utf8(out).expect("a timestamp's text is ASCII")
+}
+
+/// Appends [`format_timestamp`]'s text to `out`, without a format string to interpret: this runs
+/// for every timestamp the derivers key, index and encode.
+pub fn push_timestamp(out: &mut Vec<u8>, t: &DateTime<Utc>) {
+    use chrono::Timelike;
+    let year = t.year();
+    if !(0..=9999).contains(&year) {
+        // Outside what RFC 3339 writes (never stored, see `parse_timestamp`): chrono's own text.
+        out.extend_from_slice(t.format("%Y-%m-%dT%H:%M:%S%.3f").to_string().as_bytes());
+        return;
+    }
+    let mut push = |sep: Option<u8>, n: u32, width: u32| {
+        out.extend(sep);
+        for p in (0..width).rev() {
+            out.push(b'0' + (n / 10u32.pow(p) % 10) as u8);
+        }
+    };
+    push(None, year.unsigned_abs(), 4);
+    push(Some(b'-'), t.month(), 2);
+    push(Some(b'-'), t.day(), 2);
+    push(Some(b'T'), t.hour(), 2);
+    push(Some(b':'), t.minute(), 2);
+    push(Some(b':'), t.second(), 2);
+    // A leap second's nanoseconds run past a second; chrono prints 1000+ milliseconds then too.
+    let millis = t.nanosecond() / 1_000_000;
+    push(Some(b'.'), millis, if millis >= 1000 { 4 } else { 3 });
 }
 
 fn json_kind(v: &serde_json::Value) -> &'static str {
@@ -329,6 +395,39 @@ mod tests {
         for edge in ["9999-12-31T23:59:59.999Z", "0000-01-01T00:00:00Z", "9999-12-31T23:59:59"] {
             let t = parse_timestamp(edge).unwrap();
             assert_eq!(parse_timestamp(&format_timestamp(&t)).unwrap(), t, "{edge} reads back");
+        }
+    }
+
+    #[test]
+    fn json_text_is_the_same_bytes_as_serde_json_writes_for_every_kind_of_value() {
+        let t = |s: &str| Value::Timestamp(parse_timestamp(s).unwrap());
+        let values = [
+            Value::Null,
+            Value::String("plain".into()),
+            Value::String("quote \" backslash \\ newline \n tab \t nul \u{0} é ☃".into()),
+            Value::Int(0),
+            Value::Int(i64::MIN),
+            Value::Int(i64::MAX),
+            Value::Decimal(Decimal::new(-12345, 2)),
+            Value::Bool(true),
+            Value::Bool(false),
+            t("2026-03-02T08:00:00Z"),
+            t("0000-01-01T00:00:00Z"),
+            t("0999-12-31T23:59:59.999Z"),
+            t("9999-12-31T23:59:59.001Z"),
+            t("1970-01-01T00:00:00.010Z"),
+        ];
+        for v in &values {
+            let mut ours = Vec::new();
+            v.write_json(&mut ours);
+            assert_eq!(String::from_utf8(ours).unwrap(), serde_json::to_string(&v.to_json()).unwrap());
+        }
+        let theirs: Vec<serde_json::Value> = values.iter().map(Value::to_json).collect();
+        assert_eq!(Value::json_array(&values), serde_json::to_vec(&theirs).unwrap());
+        assert_eq!(Value::json_array(&[]), b"[]");
+        for v in &values[9..] {
+            let Value::Timestamp(ts) = v else { unreachable!() };
+            assert_eq!(format_timestamp(ts), ts.format("%Y-%m-%dT%H:%M:%S%.3f").to_string());
         }
     }
 
