@@ -55,6 +55,24 @@ pub(crate) fn decode(ev: RecordedEvent, spec: &CompanySpec) -> Result<Decoded, E
     Ok(Decoded { offset, recorded_at_ms, event, archive })
 }
 
+impl Decoded {
+    /// An event as [`crate::Livestate::emit`] checked and appended it: typed once, on its way
+    /// in, and the same as [`decode`] makes of the stored entry. `data` is the JSON text of the
+    /// recorded `data` object.
+    pub fn appended(offset: u64, recorded_at_ms: i64, event: Event, data: String) -> Decoded {
+        let archive = crate::schema::archive_row_of(
+            offset,
+            &event.id,
+            &event.event_type,
+            Value::Timestamp(event.occurred_at),
+            recorded_at_ms,
+            event.causation.as_deref(),
+            data,
+        );
+        Decoded { offset, recorded_at_ms, event, archive }
+    }
+}
+
 /// The running stage: where its output stands and what is decoded but not yet taken.
 pub(crate) struct Decoder {
     rx: Receiver<Result<Vec<Decoded>, EngineError>>,

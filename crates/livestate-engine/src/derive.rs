@@ -14,6 +14,7 @@ use crate::index::Index;
 use crate::layout::{Layout, Status, TableProgress};
 use crate::schema::{ARCHIVE_TABLE, RECORD_DB, STATE_DB};
 use crate::sink::{TableSink, Tracking, Window};
+use crate::tail::{Tail, Taken};
 use crate::upkeep::Upkeep;
 use crate::Catalog;
 
@@ -70,7 +71,13 @@ pub struct Derivers {
     /// Reads and types the record ahead of the derivers, on a thread of its own (started at the
     /// first chunk; started anew if the derivers' position moves elsewhere or after an error).
     decoder: Option<Decoder>,
+    /// The events this process appended, typed (the decode stage only catches up below it).
+    tail: Arc<Tail>,
 }
+
+/// How long the derivers wait for an acknowledged event to reach the tail before they read it
+/// from the record (its append returned and pushes it at once; this only guards liveness).
+const TAIL_PATIENCE: Duration = Duration::from_millis(20);
 
 struct StateSink {
     freshness: Freshness,
@@ -99,6 +106,7 @@ impl Derivers {
         spec: &CompanySpec,
         layout: &Layout,
         index: &Arc<Index>,
+        tail: &Arc<Tail>,
         fence: Option<livestate_lsm::SharedFence>,
     ) -> Result<Derivers, EngineError> {
         let mut tables = Vec::new();
@@ -155,6 +163,7 @@ impl Derivers {
             archive_rows: Vec::new(),
             index: Arc::clone(index),
             decoder: None,
+            tail: Arc::clone(tail),
         })
     }
 
@@ -186,11 +195,7 @@ impl Derivers {
             return Ok((0, 0));
         }
         let head = head.min(from.saturating_add(max_events));
-        let decoder = match &mut self.decoder {
-            Some(d) if d.next() == from => d,
-            slot => slot.insert(Decoder::start(record, spec, from)),
-        };
-        let events = decoder.take(from, head, READ_CHUNK).inspect_err(|_| self.decoder = None)?;
+        let events = self.next_events(record, spec, from, head).await?;
         let n = events.len() as u64;
         let end = events.last().map_or(from, |e| e.offset + 1);
         let mut rows = 0;
@@ -204,6 +209,43 @@ impl Derivers {
         let behind = record.next_offset().saturating_sub(end) > READ_CHUNK as u64;
         self.archive.hand_over(archived, end, behind).await?;
         Ok((n, rows))
+    }
+
+    /// The events from `from` (the derivers' position) below `head`, at most a chunk: from the
+    /// tail while it has them, else decoded from the record.
+    async fn next_events(
+        &mut self,
+        record: &Record,
+        spec: &CompanySpec,
+        from: u64,
+        head: u64,
+    ) -> Result<Vec<Decoded>, EngineError> {
+        let mut waited = Duration::ZERO;
+        let until = loop {
+            match self.tail.take(from, head, READ_CHUNK) {
+                Taken::Events(events) => {
+                    // Following the head: the decode stage would only read what the tail gives.
+                    self.decoder = None;
+                    return Ok(events);
+                }
+                Taken::Record { until } => break until,
+                Taken::Pending if waited < TAIL_PATIENCE => {
+                    tokio::time::sleep(Duration::from_micros(200)).await;
+                    waited += Duration::from_micros(200);
+                }
+                Taken::Pending => {
+                    // Not pushed in time: read it from the record, and drop a late push.
+                    let to = head.min(from + READ_CHUNK as u64);
+                    self.tail.skip_to(to);
+                    break to;
+                }
+            }
+        };
+        let decoder = match &mut self.decoder {
+            Some(d) if d.next() == from => d,
+            slot => slot.insert(Decoder::start(record, spec, from)),
+        };
+        decoder.take(from, head.min(until), READ_CHUNK).inspect_err(|_| self.decoder = None)
     }
 
     async fn apply(&mut self, spec: &CompanySpec, ev: Decoded) -> Result<u64, EngineError> {

@@ -21,6 +21,7 @@ pub mod read;
 mod rows;
 pub mod schema;
 mod sink;
+mod tail;
 pub mod triggers;
 mod upkeep;
 pub mod verify;
@@ -93,6 +94,8 @@ pub struct Livestate {
     /// The derivers' progress as their loop last published it ([`Livestate::publish_status`]),
     /// fresher than the status file a serving process writes once a second.
     live_status: std::sync::Mutex<Option<Status>>,
+    /// The events this process appended, typed, for its derivers (see `tail`).
+    tail: std::sync::Arc<tail::Tail>,
     _lock: WriteLock,
 }
 
@@ -227,7 +230,9 @@ impl Livestate {
     ) -> Result<Livestate, EngineError> {
         let record = Record::open(&layout.record_dir())?;
         let index = std::sync::Arc::new(Index::open(&layout.index_dir(), &spec)?);
+        let tail = std::sync::Arc::new(tail::Tail::new(record.next_offset()));
         Ok(Livestate {
+            tail,
             layout,
             spec,
             record,
@@ -285,14 +290,35 @@ impl Livestate {
             return Err(EngineError::InvalidEvents(bad));
         }
         let mut report = EmitReport { skipped: bad, ..Default::default() };
-        for chunk in good.chunks(EMIT_CHUNK) {
-            let events = chunk.iter().map(|(_, ev)| to_new_event(ev)).collect();
-            let out = self.record.append(events)?;
+        let mut good = good.into_iter().peekable();
+        while good.peek().is_some() {
+            let chunk: Vec<(usize, Event)> = good.by_ref().take(EMIT_CHUNK).collect();
             let start = report.appended.len();
-            report.appended.extend(chunk.iter().map(|(line, _)| *line).zip(out));
+            report.appended.extend(self.append_checked(chunk)?);
             acknowledged(&report.appended[start..]);
         }
         Ok(report)
+    }
+
+    /// Appends checked events (with their line numbers) in one record write, then hands the new
+    /// ones, typed, to this process's derivers (`tail`), so they are not parsed again.
+    fn append_checked(&self, events: Vec<(usize, Event)>) -> Result<Vec<(usize, Appended)>, EngineError> {
+        let news: Vec<NewEvent> = events.iter().map(|(_, ev)| to_new_event(ev)).collect();
+        let data: Vec<String> = news
+            .iter()
+            .map(|n| serde_json::to_string(&n.data).expect("serialising JSON into memory cannot fail"))
+            .collect();
+        let (out, recorded_at_ms) = self.record.append_timed(news)?;
+        let lines = events.iter().map(|(line, _)| *line).zip(out.iter().copied()).collect();
+        let fresh = events
+            .into_iter()
+            .zip(out)
+            .zip(data)
+            .filter(|((_, a), _)| !a.duplicate)
+            .map(|(((_, ev), a), data)| decode::Decoded::appended(a.offset, recorded_at_ms, ev, data))
+            .collect();
+        self.tail.push(fresh);
+        Ok(lines)
     }
 
     /// Appends already-checked events (used by generators and, later, the server).
@@ -300,7 +326,8 @@ impl Livestate {
     /// # Errors
     /// Record errors.
     pub fn append_events(&self, events: &[Event]) -> Result<Vec<Appended>, EngineError> {
-        Ok(self.record.append(events.iter().map(to_new_event).collect())?)
+        let numbered = events.iter().cloned().enumerate().collect();
+        Ok(self.append_checked(numbered)?.into_iter().map(|(_, a)| a).collect())
     }
 
     /// Opens the derivers of every table, each positioned after its last commit.
@@ -308,7 +335,7 @@ impl Livestate {
     /// # Errors
     /// Paimon errors.
     pub async fn derivers(&self) -> Result<Derivers, EngineError> {
-        Derivers::open(&self.catalog, &self.spec, &self.layout, &self.index, self.fence()).await
+        Derivers::open(&self.catalog, &self.spec, &self.layout, &self.index, &self.tail, self.fence()).await
     }
 
     /// Every table this directory writes: the state tables livestate derives in spec order

@@ -2,7 +2,7 @@
 
 use livestate_record::RecordedEvent;
 use livestate_spec::options::THIN_MODE_OPTION;
-use livestate_spec::types::{millis_to_timestamp, parse_timestamp};
+use livestate_spec::types::{format_timestamp, millis_to_timestamp, parse_timestamp};
 use livestate_spec::MergeEngine;
 use livestate_spec::{TableSpec, Value, ValueType};
 use paimon::spec::{
@@ -104,18 +104,43 @@ pub fn archive_schema() -> paimon::Result<Schema> {
 
 /// The archive row of a recorded event.
 pub fn archive_row(ev: &RecordedEvent) -> Vec<Value> {
-    let recorded = millis_to_timestamp(ev.recorded_at_ms);
     let occurred = parse_timestamp(&ev.occurred_at).map_or(Value::Null, Value::Timestamp);
+    let data = serde_json::to_string(&ev.data).expect("serialising JSON into memory cannot fail");
+    archive_row_of(
+        ev.offset,
+        &ev.id,
+        &ev.event_type,
+        occurred,
+        ev.recorded_at_ms,
+        ev.causation.as_deref(),
+        data,
+    )
+}
+
+/// The archive row of the event at `offset` from its parts; `data` is the JSON text of the
+/// recorded event's `data` object.
+pub(crate) fn archive_row_of(
+    offset: u64,
+    id: &str,
+    event_type: &str,
+    occurred: Value,
+    recorded_at_ms: i64,
+    causation: Option<&str>,
+    data: String,
+) -> Vec<Value> {
+    let recorded = millis_to_timestamp(recorded_at_ms);
+    let mut day = format_timestamp(&recorded);
+    day.truncate(10);
     vec![
-        Value::Int(ev.offset as i64),
-        Value::String(ev.id.clone()),
-        Value::String(ev.event_type.clone()),
-        Value::String(ev.event_type.split('.').next().unwrap_or_default().to_string()),
+        Value::Int(offset as i64),
+        Value::String(id.to_string()),
+        Value::String(event_type.to_string()),
+        Value::String(event_type.split('.').next().unwrap_or_default().to_string()),
         occurred,
         Value::Timestamp(recorded),
-        ev.causation.clone().map_or(Value::Null, Value::String),
-        Value::String(serde_json::Value::Object(ev.data.clone()).to_string()),
-        Value::String(recorded.format("%Y-%m-%d").to_string()),
+        causation.map_or(Value::Null, |c| Value::String(c.to_string())),
+        Value::String(data),
+        Value::String(day),
     ]
 }
 

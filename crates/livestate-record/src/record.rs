@@ -53,7 +53,7 @@ struct State {
     queue: Vec<(u64, Vec<NewEvent>)>,
     next_ticket: u64,
     leader: bool,
-    results: HashMap<u64, Result<Vec<Appended>, RecordError>>,
+    results: HashMap<u64, Result<(Vec<Appended>, i64), RecordError>>,
     /// Why appends are refused (the first failed write and whether the disk was full).
     poisoned: Option<(String, bool)>,
     stats: RecordStats,
@@ -199,8 +199,18 @@ impl Record {
     /// written bytes is unknown, so the write is never retried in place. Whether a failed
     /// request is on disk is settled by the next open; re-sending its events (same ids) is safe.
     pub fn append(&self, events: Vec<NewEvent>) -> Result<Vec<Appended>, RecordError> {
+        Ok(self.append_timed(events)?.0)
+    }
+
+    /// As [`Record::append`], also returning when the request's new events were recorded (ms
+    /// since the epoch; every event of one request is recorded at the same time, the time
+    /// [`RecordedEvent::recorded_at_ms`] reads back).
+    ///
+    /// # Errors
+    /// As [`Record::append`].
+    pub fn append_timed(&self, events: Vec<NewEvent>) -> Result<(Vec<Appended>, i64), RecordError> {
         if events.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), chrono::Utc::now().timestamp_millis()));
         }
         let inner = &*self.inner;
         let mut st = inner.state.lock().expect("record state lock");
@@ -317,7 +327,7 @@ impl Record {
     }
 }
 
-type GroupOk = (Vec<(u64, Result<Vec<Appended>, RecordError>)>, u64, i64);
+type GroupOk = (Vec<(u64, Result<(Vec<Appended>, i64), RecordError>)>, u64, i64);
 
 impl Inner {
     fn poisoned(&self, reason: &str, out_of_space: bool) -> RecordError {
@@ -358,7 +368,7 @@ impl Inner {
                         }
                         outcomes.push(outcome);
                     }
-                    results.push((ticket, Ok(outcomes)));
+                    results.push((ticket, Ok((outcomes, now_ms))));
                 }
                 Err(e) => results.push((ticket, Err(e))),
             }

@@ -1,0 +1,234 @@
+//! The record's newest events as this process appended them, already typed: the derivers take
+//! them from here instead of reading the record back and parsing each entry a second time.
+//!
+//! [`crate::Livestate::emit`] parses and checks every line before appending it, and after the
+//! append is acknowledged it pushes the typed events here at their offsets. The derivers take
+//! events from the tail while they follow the record's head, and read the record back (the
+//! decode stage) only to catch up: after a restart, or when they fell so far behind that the
+//! tail, which holds at most [`CAPACITY`] events, dropped what they had not taken.
+//!
+//! What the tail promises: every event acknowledged at an offset at or above [`Tail::from`] is
+//! pushed here, or is about to be (its append has returned and the push follows at once).
+//! Below `from`, the record is the only source. The tail never changes the record; an event
+//! taken from it is the same typed event the decode stage would make from the stored entry
+//! (`tests/parse_once.rs` checks that).
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
+
+use crate::decode::Decoded;
+
+/// Events the tail holds at most: two appends of [`crate::EMIT_CHUNK`].
+pub(crate) const CAPACITY: usize = 2 * crate::EMIT_CHUNK;
+
+/// What the derivers get from the tail at their position.
+pub(crate) enum Taken {
+    /// Typed events in offset order from the position on (empty: nothing new).
+    Events(Vec<Decoded>),
+    /// The events from the position up to this offset are only in the record.
+    Record { until: u64 },
+    /// The event at the position is acknowledged but not pushed yet.
+    Pending,
+}
+
+#[derive(Default)]
+struct State {
+    /// Every event this process appends at or above it is (or is about to be) here.
+    from: u64,
+    events: BTreeMap<u64, Decoded>,
+}
+
+/// See the module docs.
+#[derive(Default)]
+pub(crate) struct Tail {
+    state: Mutex<State>,
+}
+
+impl Tail {
+    /// A tail for a record whose next offset is `next`: the events before it are in the record
+    /// only.
+    pub fn new(next: u64) -> Tail {
+        Tail { state: Mutex::new(State { from: next, events: BTreeMap::new() }) }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// After an acknowledged append: its new events, typed, at their offsets. When they do not
+    /// fit, the tail drops everything it holds up to the last of them (the derivers read those
+    /// from the record), so what it holds stays contiguous and bounded.
+    pub fn push(&self, events: Vec<Decoded>) {
+        let Some(last) = events.last().map(|e| e.offset) else { return };
+        let mut st = self.state();
+        if st.events.len() + events.len() > CAPACITY {
+            st.from = st.from.max(last + 1);
+            st.events.clear();
+            return;
+        }
+        for e in events {
+            if e.offset >= st.from {
+                st.events.insert(e.offset, e);
+            }
+        }
+    }
+
+    /// Up to `limit` events from `position` on, below `head` (the record's acknowledged end).
+    pub fn take(&self, position: u64, head: u64, limit: usize) -> Taken {
+        let mut st = self.state();
+        if position < st.from {
+            return Taken::Record { until: st.from };
+        }
+        // Whatever sits below the position was derived already (a barrier or another pass).
+        while st.events.first_key_value().is_some_and(|(o, _)| *o < position) {
+            st.events.pop_first();
+        }
+        let mut out = Vec::new();
+        let mut next = position;
+        while next < head && out.len() < limit {
+            match st.events.first_key_value() {
+                Some((o, _)) if *o == next => {
+                    out.push(st.events.pop_first().expect("checked").1);
+                    next += 1;
+                }
+                _ => break,
+            }
+        }
+        // The derivers are past these now: a deriver opened later starts from its own commit,
+        // below `from`, and reads the record.
+        st.from = st.from.max(next);
+        if out.is_empty() && position < head {
+            return Taken::Pending;
+        }
+        Taken::Events(out)
+    }
+
+    /// Gives up waiting for the events below `to`: the derivers read them from the record, and
+    /// pushes of them that arrive later are dropped.
+    pub fn skip_to(&self, to: u64) {
+        let mut st = self.state();
+        st.from = st.from.max(to);
+        while st.events.first_key_value().is_some_and(|(o, _)| *o < to) {
+            st.events.pop_first();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use livestate_spec::Event;
+
+    fn ev(offset: u64) -> Decoded {
+        Decoded {
+            offset,
+            recorded_at_ms: 0,
+            event: Event {
+                id: format!("e{offset}"),
+                event_type: "t.x".into(),
+                occurred_at: chrono::DateTime::UNIX_EPOCH,
+                causation: None,
+                data: Default::default(),
+            },
+            archive: Vec::new(),
+        }
+    }
+
+    fn offsets(t: Taken) -> Vec<u64> {
+        match t {
+            Taken::Events(v) => v.iter().map(|e| e.offset).collect(),
+            Taken::Record { until } => panic!("read the record until {until}"),
+            Taken::Pending => panic!("pending"),
+        }
+    }
+
+    #[test]
+    fn events_before_the_tail_began_come_from_the_record_and_later_ones_from_the_tail() {
+        let t = Tail::new(10);
+        assert!(matches!(t.take(3, 12, 100), Taken::Record { until: 10 }));
+        t.push(vec![ev(10), ev(11)]);
+        assert_eq!(offsets(t.take(10, 12, 100)), vec![10, 11]);
+        assert_eq!(offsets(t.take(12, 12, 100)), Vec::<u64>::new(), "nothing new at the head");
+    }
+
+    #[test]
+    fn concurrent_appends_pushed_out_of_order_are_taken_in_order_and_a_gap_waits() {
+        let t = Tail::new(0);
+        t.push(vec![ev(3), ev(4)]);
+        assert!(matches!(t.take(0, 5, 100), Taken::Pending), "offsets 0-2 are acknowledged, not pushed");
+        t.push(vec![ev(0), ev(1), ev(2)]);
+        assert_eq!(offsets(t.take(0, 5, 2)), vec![0, 1], "at most the limit");
+        assert_eq!(offsets(t.take(2, 4, 100)), vec![2, 3], "never past the head");
+        assert_eq!(offsets(t.take(4, 5, 100)), vec![4]);
+    }
+
+    #[test]
+    fn a_tail_that_overflows_sends_the_derivers_to_the_record_and_stays_bounded() {
+        let t = Tail::new(0);
+        let n = CAPACITY as u64;
+        t.push((0..n).map(ev).collect());
+        t.push((n..n + 5).map(ev).collect());
+        assert!(matches!(t.take(0, n + 5, 10), Taken::Record { until } if until == n + 5));
+        assert_eq!(t.state().events.len(), 0);
+        t.push(vec![ev(n + 5)]);
+        assert_eq!(offsets(t.take(n + 5, n + 6, 10)), vec![n + 5]);
+    }
+
+    #[test]
+    fn skipping_drops_what_is_below_and_ignores_late_pushes_of_it() {
+        let t = Tail::new(0);
+        t.push(vec![ev(1)]);
+        t.skip_to(2);
+        t.push(vec![ev(0)]);
+        assert!(matches!(t.take(0, 3, 10), Taken::Record { until: 2 }));
+        assert!(matches!(t.take(2, 3, 10), Taken::Pending));
+        // A deriver that took events moves `from` past them: one opened later reads the record.
+        t.push(vec![ev(2)]);
+        assert_eq!(offsets(t.take(2, 3, 10)), vec![2]);
+        assert!(matches!(t.take(2, 3, 10), Taken::Record { until: 3 }));
+    }
+}
+
+/// Parse once must not change what is derived: the events the tail hands over are the ones the
+/// decode stage makes of the stored entries, archive rows included.
+#[cfg(test)]
+mod parse_once {
+    use super::*;
+    use crate::Livestate;
+
+    #[tokio::test]
+    async fn events_taken_from_the_tail_equal_those_decoded_from_the_record() {
+        let spec = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/company");
+        let dir = tempfile::tempdir().unwrap();
+        let ls = Livestate::init(&dir.path().join("d"), &spec).await.unwrap();
+        let lines = [
+            // Canonical already.
+            r#"{"id":"a1","type":"inventory.stock_counted","occurred_at":"2026-03-02T08:00:00Z","data":{"item":"bolt","location":"north","on_hand":40}}"#,
+            // An int as text, a timestamp with an offset and microseconds, unicode and escapes.
+            r#"{"id":"a2","type":"inventory.stock_counted","occurred_at":"2026-03-02T09:00:00.123456+01:00","data":{"item":"b\"olt ☃ \u00e9","location":"south","on_hand":"7"}}"#,
+            // Decimals as a number and as text with fewer places; a missing optional field.
+            r#"{"id":"a3","type":"commerce.order_placed","occurred_at":"2026-03-02T08:00:01.5Z","data":{"order_id":"o1","line":1,"customer":"c","item":"bolt","location":"north","qty":3,"unit_price":12.5}}"#,
+            r#"{"id":"a4","type":"commerce.order_placed","occurred_at":"2026-03-02T08:00:02Z","data":{"order_id":"o1","line":2,"customer":"c","item":"nut","location":"north","qty":1,"unit_price":"0.1"}}"#,
+            // A null optional field, a causation.
+            r#"{"id":"a5","type":"operations.job_status_changed","occurred_at":"2026-03-02T08:00:03Z","data":{"job_id":"j1","status":"blocked","block_reason":null,"machine":"press-1"},"causation":"p123"}"#,
+            r#"{"id":"a6","type":"commerce.order_cancelled","occurred_at":"2026-03-02T08:00:04Z","data":{"order_id":"o1","line":2,"item":"nut","location":"north","qty":1}}"#,
+        ];
+        // The third line again: a duplicate reaches neither the record nor the tail.
+        let input = format!("{}\n{}", lines.join("\n"), lines[2]);
+        let report = ls.emit(&input, false).unwrap();
+        assert_eq!(report.appended.len(), lines.len() + 1);
+        let head = ls.record.next_offset();
+        assert_eq!(head, lines.len() as u64);
+        let Taken::Events(taken) = ls.tail.take(0, head, 100) else {
+            panic!("the tail holds what emit appended")
+        };
+        assert_eq!(taken.len(), lines.len());
+        for t in taken {
+            let stored = ls.record.get(t.offset).unwrap().unwrap();
+            let decoded = crate::decode::decode(stored, &ls.spec).unwrap();
+            assert_eq!(t.event, decoded.event, "event at offset {}", t.offset);
+            assert_eq!(t.archive, decoded.archive, "archive row at offset {}", t.offset);
+            assert_eq!(t.recorded_at_ms, decoded.recorded_at_ms);
+        }
+    }
+}
