@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::error::EngineError;
-use crate::sink::{SinkProgress, TableSink, Window};
+use crate::sink::{SinkProgress, TableSink, WindowAge};
 use crate::upkeep::Upkeep;
 
 /// How often the archive commits.
@@ -35,7 +35,7 @@ pub(crate) type ArchiveRow = (i64, Vec<Value>);
 
 enum Msg {
     /// Rows of consecutive events; every event below `end` has now been handed over.
-    /// `behind`: the derivers are working off a backlog (see `derive::Window::due`).
+    /// `behind`: the derivers are working off a backlog (see `WindowAge::due`).
     Rows { rows: Vec<ArchiveRow>, end: u64, behind: bool },
     /// Commit what is pending now; whether a snapshot was made.
     Commit(oneshot::Sender<Result<bool, EngineError>>),
@@ -235,9 +235,9 @@ enum Next {
 
 /// How long until the archive's window is due (zero: it is), `None` while it is empty: the
 /// window is due once its oldest event was recorded [`COMMIT_INTERVAL`] ago or, while the
-/// derivers work off a backlog, once it has been open that long ([`Window::due`]).
+/// derivers work off a backlog, once it has been open that long ([`WindowAge::due`]).
 fn due_in(sink: &TableSink, behind: bool) -> Option<Duration> {
-    let window = Window { opened: sink.window_opened, oldest_recorded_ms: sink.oldest_uncommitted_ms };
+    let window = WindowAge { opened: sink.window_opened, oldest_recorded_ms: sink.oldest_uncommitted_ms };
     window.due_in(behind, chrono::Utc::now().timestamp_millis(), COMMIT_INTERVAL, COMMIT_INTERVAL)
 }
 

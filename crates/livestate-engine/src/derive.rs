@@ -13,9 +13,10 @@ use crate::error::EngineError;
 use crate::index::Index;
 use crate::layout::{Layout, Status, TableProgress};
 use crate::schema::{ARCHIVE_TABLE, RECORD_DB, STATE_DB};
-use crate::sink::{TableSink, Tracking, Window};
+use crate::sink::{TableLocks, TableSink, WindowAge};
 use crate::tail::{Tail, Taken};
 use crate::upkeep::Upkeep;
+use crate::window::Tracking;
 use crate::Catalog;
 
 /// Events read from the record per step.
@@ -88,15 +89,35 @@ struct StateSink {
 }
 
 impl StateSink {
-    /// Commits what the table has pending, with its upkeep before and after (background work
-    /// as its budget says); whether a snapshot was made.
-    async fn commit(&mut self) -> Result<bool, EngineError> {
-        self.upkeep.before_commit(&self.sink.maintainer).await;
-        let made = self.sink.commit().await?.is_some();
-        if made {
-            self.upkeep.after_commit(&self.sink.maintainer, false).await;
+    /// Collects the table's running commit when it has finished (or waits for it, `wait`), and
+    /// runs the upkeep its budget asks after a commit (`inline`: in place, at catch-up and
+    /// shutdown); the snapshots made (0 or 1).
+    async fn collect(&mut self, wait: bool, inline: bool) -> Result<u64, EngineError> {
+        if !wait && !self.sink.commit_finished() {
+            return Ok(0);
         }
+        let made = self.sink.finish_commit().await?.is_some();
+        if made {
+            self.upkeep.after_commit(&self.sink.maintainer, inline).await;
+        }
+        Ok(u64::from(made))
+    }
+
+    /// Starts committing what the table has pending, on a task of its own, after the commit
+    /// that runs (collected here), with the upkeep its budget asks before; the snapshots the
+    /// collected commit made.
+    async fn start_commit(&mut self) -> Result<u64, EngineError> {
+        let made = self.collect(true, false).await?;
+        self.upkeep.before_commit(&self.sink.maintainer).await;
+        self.sink.start_commit().await?;
         Ok(made)
+    }
+
+    /// Commits what the table has pending and waits for it; the snapshots made since the last
+    /// collection (the commit that was running and this one).
+    async fn commit(&mut self, inline: bool) -> Result<u64, EngineError> {
+        let made = self.start_commit().await?;
+        Ok(made + self.collect(true, inline).await?)
     }
 }
 
@@ -107,6 +128,7 @@ impl Derivers {
         layout: &Layout,
         index: &Arc<Index>,
         tail: &Arc<Tail>,
+        locks: &TableLocks,
         fence: Option<livestate_lsm::SharedFence>,
     ) -> Result<Derivers, EngineError> {
         let mut tables = Vec::new();
@@ -120,12 +142,14 @@ impl Derivers {
             let triggers = spec.triggers.values().filter(|tr| tr.table == t.name).cloned().collect();
             let tracking = Tracking::new(t, triggers, Arc::clone(index))?;
             let mut sink =
-                TableSink::open(catalog, STATE_DB, &t.name, true, Some(tracking), fence.clone()).await?;
+                TableSink::open(catalog, STATE_DB, &t.name, true, Some(tracking), locks, fence.clone())
+                    .await?;
             sink.recover_index(t).await?;
             let upkeep = Upkeep::new(&t.freshness);
             tables.push(StateSink { freshness: t.freshness, sink, last_nightly_commit: None, upkeep });
         }
-        let mut archive = TableSink::open(catalog, RECORD_DB, ARCHIVE_TABLE, false, None, fence).await?;
+        let mut archive =
+            TableSink::open(catalog, RECORD_DB, ARCHIVE_TABLE, false, None, locks, fence).await?;
         // This process holds the write lock and no writer has written yet, so every file no
         // snapshot or tag references is left over from a crash: remove it now.
         let now = chrono::Utc::now().timestamp_millis();
@@ -295,7 +319,7 @@ impl Derivers {
         for slot in split {
             let t = &mut self.tables[slot];
             t.sink.position = offset;
-            t.commit().await?;
+            t.commit(false).await?;
         }
         for op in ops {
             let sink = &mut self.tables[slot_of(&op.table)].sink;
@@ -353,8 +377,10 @@ impl Derivers {
         Ok(report)
     }
 
-    /// One step of continuous derivation: apply what is new, then commit each table whose
-    /// freshness budget asks for it. Returns the events applied.
+    /// One step of continuous derivation: collect the commits that finished, apply what is new,
+    /// then start committing each table whose freshness budget asks for it (each on a task of its
+    /// own; [`Derivers::finish_commits`] waits for them). Returns the events applied and the
+    /// commits collected.
     ///
     /// # Errors
     /// As [`Derivers::catch_up`].
@@ -373,10 +399,13 @@ impl Derivers {
         let now_ms = now.timestamp_millis();
         let waited = |sink: &TableSink, following: Duration, behind_for: Duration| {
             let window =
-                Window { opened: sink.window_opened, oldest_recorded_ms: sink.oldest_uncommitted_ms };
+                WindowAge { opened: sink.window_opened, oldest_recorded_ms: sink.oldest_uncommitted_ms };
             window.due(behind, now_ms, following, behind_for)
         };
         let mut commits = 0;
+        for t in &mut self.tables {
+            commits += t.collect(false, false).await?;
+        }
         for t in &mut self.tables {
             let due = match t.freshness.commit_interval() {
                 Some(interval) => {
@@ -395,7 +424,8 @@ impl Derivers {
             // A window this large commits now: its memory has a ceiling whatever the budget.
             let due = due || t.sink.window_keys() >= crate::sink::MAX_WINDOW_KEYS;
             if due {
-                commits += u64::from(t.commit().await?);
+                // The commit runs on a task of its own; the next step collects it.
+                commits += t.start_commit().await?;
             }
         }
         // The archive commits on its own task; a failure there stops derivation here.
@@ -449,7 +479,7 @@ impl Derivers {
         let mut snapshots = Vec::with_capacity(idx.len());
         for i in idx {
             let t = &mut self.tables[i];
-            t.commit().await?;
+            t.commit(false).await?;
             debug_assert_eq!(t.sink.committed, through);
             snapshots.push((t.sink.name_in_spec().to_string(), t.sink.snapshot_id));
         }
@@ -462,6 +492,19 @@ impl Derivers {
         self.tables.iter().map(|t| (t.sink.name_in_spec().to_string(), t.sink.maintainer.clone())).collect()
     }
 
+    /// Waits for every state table's running commit (a step starts them on tasks of their own
+    /// and collects those that finished at the next step); the snapshots they made.
+    ///
+    /// # Errors
+    /// Paimon and index errors of those commits.
+    pub async fn finish_commits(&mut self) -> Result<u64, EngineError> {
+        let mut commits = 0;
+        for t in &mut self.tables {
+            commits += t.collect(true, false).await?;
+        }
+        Ok(commits)
+    }
+
     /// Commits whatever is pending in every table (used at shutdown).
     ///
     /// # Errors
@@ -469,11 +512,7 @@ impl Derivers {
     pub async fn commit_all(&mut self) -> Result<u64, EngineError> {
         let mut commits = 0;
         for t in &mut self.tables {
-            t.upkeep.before_commit(&t.sink.maintainer).await;
-            if t.sink.commit().await?.is_some() {
-                commits += 1;
-                t.upkeep.after_commit(&t.sink.maintainer, true).await;
-            }
+            commits += t.commit(true).await?;
         }
         // Rows of the last chunk are already handed over; the commit runs after them.
         self.archive.commit().await?;
@@ -484,6 +523,9 @@ impl Derivers {
     /// Waits for background compactions and expiries (call before exiting).
     pub async fn finish(&mut self) {
         for t in &mut self.tables {
+            if let Err(e) = t.collect(true, false).await {
+                tracing::warn!(table = %t.sink.name, error = %e, "the last commit failed");
+            }
             t.upkeep.finish(&t.sink.name).await;
         }
         self.archive.finish().await;
@@ -526,30 +568,5 @@ impl Derivers {
             );
         }
         Ok(status)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Instant;
-
-    const MS: Duration = Duration::from_millis(1);
-
-    #[test]
-    fn a_backlog_commits_by_how_long_its_window_is_open_not_by_how_old_its_events_are() {
-        let now_ms = 1_000_000;
-        let just_opened = Window { opened: Some(Instant::now()), oldest_recorded_ms: Some(now_ms - 60_000) };
-        // Following, a minute-old event makes the window due at once.
-        assert!(just_opened.due(false, now_ms, 125 * MS, 500 * MS));
-        // Behind, the same window waits until it has been open half the budget.
-        assert!(!just_opened.due(true, now_ms, 125 * MS, 500 * MS));
-        let open_long = Window { opened: Instant::now().checked_sub(600 * MS), ..just_opened };
-        assert!(open_long.due(true, now_ms, 125 * MS, 500 * MS));
-        let fresh = Window { opened: Some(Instant::now()), oldest_recorded_ms: Some(now_ms - 10) };
-        assert!(!fresh.due(false, now_ms, 125 * MS, 500 * MS), "a window younger than the interval waits");
-        let empty = Window { opened: None, oldest_recorded_ms: None };
-        assert!(!empty.due(false, now_ms, Duration::ZERO, Duration::ZERO));
-        assert!(!empty.due(true, now_ms, Duration::ZERO, Duration::ZERO));
     }
 }

@@ -9,6 +9,7 @@
 
 mod archive;
 pub mod catalog;
+mod changelog;
 mod decode;
 mod derive;
 mod error;
@@ -26,6 +27,7 @@ pub mod triggers;
 mod upkeep;
 pub mod verify;
 pub mod warehouse;
+mod window;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -96,6 +98,8 @@ pub struct Livestate {
     live_status: std::sync::Mutex<Option<Status>>,
     /// The events this process appended, typed, for its derivers (see `tail`).
     tail: std::sync::Arc<tail::Tail>,
+    /// Every table's commit and writer locks in this process.
+    locks: sink::TableLocks,
     _lock: WriteLock,
 }
 
@@ -233,6 +237,7 @@ impl Livestate {
         let tail = std::sync::Arc::new(tail::Tail::new(record.next_offset()));
         Ok(Livestate {
             tail,
+            locks: sink::TableLocks::default(),
             layout,
             spec,
             record,
@@ -335,7 +340,16 @@ impl Livestate {
     /// # Errors
     /// Paimon errors.
     pub async fn derivers(&self) -> Result<Derivers, EngineError> {
-        Derivers::open(&self.catalog, &self.spec, &self.layout, &self.index, &self.tail, self.fence()).await
+        Derivers::open(
+            &self.catalog,
+            &self.spec,
+            &self.layout,
+            &self.index,
+            &self.tail,
+            &self.locks,
+            self.fence(),
+        )
+        .await
     }
 
     /// Every table this directory writes: the state tables livestate derives in spec order
@@ -394,8 +408,8 @@ impl Livestate {
             let (t, ts) = read::get_table(&self.catalog, &self.spec, bare).await?;
             (t, format!("{STATE_DB}.{}", ts.name))
         };
-        Ok(livestate_lsm::Maintainer::new(t, full, livestate_lsm::CommitLock::default())?
-            .with_fence(self.fence()))
+        let lock = self.locks.commit(&full);
+        Ok(livestate_lsm::Maintainer::new(t, full, lock)?.with_fence(self.fence()))
     }
 
     /// Ends this process's writing: gives up the warehouse lease of an object-storage warehouse

@@ -1,0 +1,283 @@
+//! A state table's commit window: every key the operations since the last commit touched, with
+//! its row at that commit, its row now and the window's own merged row.
+//!
+//! The derivers merge each row operation into its key's entry with the table's merge engine
+//! ([`livestate_spec::Merger`]); nothing reaches Paimon until the commit. Committing closes the
+//! window into a [`ClosedWindow`], which says what Paimon receives ([`ClosedWindow::rows`]: at
+//! most one row per key, the window's aggregate for an aggregation table), the changelog
+//! ([`ClosedWindow::changes`]), trigger firings ([`ClosedWindow::effects`]) and the lookup
+//! index's new rows. A closed window may be committed on a task of its own while the next
+//! window fills: a key the next window touches takes its row at the last commit from the
+//! closed window until that commit has moved the lookup index.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use livestate_spec::{Action, Merger, TableSpec, Trigger, Value};
+use paimon::spec::RowKind;
+
+use crate::error::EngineError;
+use crate::index::{Index, IndexMeta};
+use crate::rows::KindRow;
+use crate::triggers::{Effects, TableTriggers};
+
+/// A key's row at the last commit and now (`None`: no row).
+pub(crate) type BeforeAfter = (Option<Vec<Value>>, Option<Vec<Value>>);
+
+/// What the operations of the commit window did to one key.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Touched {
+    /// The key's row at the last commit.
+    pub before: Option<Vec<Value>>,
+    /// The key's row now.
+    pub now: Option<Vec<Value>>,
+    /// The window's operations merged from nothing, with the table's merge engine, since the
+    /// window's last removing delete: what Paimon must merge into the committed row. For an
+    /// aggregation table this is the window's aggregate, not the running total, so a reader
+    /// merging it with the earlier files counts each operation once.
+    pub window: Option<Vec<Value>>,
+    /// A delete that removes rows happened in the window: Paimon must drop the committed row
+    /// before merging `window`.
+    pub reset: bool,
+}
+
+impl Touched {
+    fn unchanged(before: Option<Vec<Value>>) -> Touched {
+        Touched { now: before.clone(), before, window: None, reset: false }
+    }
+
+    /// A change read back from a committed changelog (no window: Paimon has it already).
+    pub fn committed((before, now): BeforeAfter) -> Touched {
+        Touched { before, now, window: None, reset: false }
+    }
+
+    fn before_after(&self) -> (Option<&Vec<Value>>, Option<&Vec<Value>>) {
+        (self.before.as_ref(), self.now.as_ref())
+    }
+}
+
+/// What every window of one table follows: its name, key columns, merge engine, triggers and
+/// the lookup index its rows at the last commit come from.
+pub(crate) struct Rules {
+    pub table: String,
+    merger: Merger,
+    pub index: Arc<Index>,
+    /// Whether commits carry a changelog (`changelog-producer` other than `none`).
+    pub changelog: bool,
+    pub key_idx: Vec<usize>,
+    triggers: TableTriggers,
+}
+
+/// Row-level bookkeeping of a state table: the open window, and the closed one whose commit may
+/// still be running.
+pub(crate) struct Tracking {
+    rules: Arc<Rules>,
+    /// Every key the open window's operations touched.
+    touched: HashMap<Vec<u8>, Touched>,
+    /// The window closed for a commit that has not moved the lookup index yet.
+    closing: Option<Arc<ClosedWindow>>,
+}
+
+impl Tracking {
+    pub fn new(ts: &TableSpec, triggers: Vec<Trigger>, index: Arc<Index>) -> Result<Tracking, EngineError> {
+        let merger =
+            Merger::new(ts).map_err(|message| EngineError::Index { table: ts.name.clone(), message })?;
+        let key_idx: Vec<usize> =
+            ts.primary_key.iter().map(|k| ts.columns.get_index_of(k).expect("key column")).collect();
+        let columns = ts.columns.keys().cloned().collect();
+        let rules = Rules {
+            table: ts.name.clone(),
+            merger,
+            index,
+            changelog: ts.options.get("changelog-producer").is_none_or(|v| v != "none"),
+            triggers: TableTriggers { triggers, columns, key_idx: key_idx.clone() },
+            key_idx,
+        };
+        Ok(Tracking { rules: Arc::new(rules), touched: HashMap::new(), closing: None })
+    }
+
+    pub fn rules(&self) -> &Arc<Rules> {
+        &self.rules
+    }
+
+    /// Merges one row operation into its key's entry of the open window.
+    ///
+    /// # Errors
+    /// Lookup index errors reading the key's row at the last commit.
+    pub fn apply(&mut self, kind: RowKind, row: &[Value]) -> Result<(), EngineError> {
+        let r = &*self.rules;
+        let key = crate::index::key_bytes(r.key_idx.iter().map(|&i| &row[i]));
+        let action = if kind.is_add() { Action::Upsert } else { Action::Delete };
+        let t = match self.touched.entry(key) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                // The row at the last commit: the closing window's, while its commit runs.
+                let before = match self.closing.as_ref().and_then(|c| c.touched.get(e.key())) {
+                    Some(closed) => closed.now.clone(),
+                    None => r.index.get(&r.table, e.key())?,
+                };
+                e.insert(Touched::unchanged(before))
+            }
+        };
+        t.now = r.merger.apply(t.now.take(), action, row);
+        if action == Action::Delete && r.merger.removes_on_delete() {
+            t.window = None;
+            t.reset = true;
+        } else {
+            t.window = r.merger.apply(t.window.take(), action, row);
+        }
+        Ok(())
+    }
+
+    /// Whether upserting `row` would set again a row this window removed from a table whose
+    /// upserts merge into the row (partial-update, aggregation): such an upsert must go to
+    /// Paimon in a later commit than the delete (see `Derivers::apply`).
+    pub fn would_revive(&self, row: &[Value]) -> bool {
+        let r = &*self.rules;
+        // Only a table whose deletes remove rows can have a window that reset a key (stock, a
+        // partial-update table without deletes, never computes the key here).
+        if r.merger.replaces_rows() || !r.merger.removes_on_delete() {
+            return false;
+        }
+        let key = crate::index::key_bytes(r.key_idx.iter().map(|&i| &row[i]));
+        self.touched.get(&key).is_some_and(|k| k.reset && k.before.is_some())
+    }
+
+    /// Keys the open window holds.
+    pub fn keys(&self) -> usize {
+        self.touched.len()
+    }
+
+    /// Closes the open window for a commit (a new one opens empty). Until [`Tracking::closed`]
+    /// is called, keys the new window touches take their row at the last commit from it.
+    pub fn close(&mut self) -> Arc<ClosedWindow> {
+        let touched: BTreeMap<Vec<u8>, Touched> = std::mem::take(&mut self.touched).into_iter().collect();
+        let closed = Arc::new(ClosedWindow { rules: Arc::clone(&self.rules), touched });
+        self.closing = Some(Arc::clone(&closed));
+        closed
+    }
+
+    /// The closed window's commit has moved the lookup index (or failed): rows at the last
+    /// commit come from the index again.
+    pub fn closed(&mut self) {
+        self.closing = None;
+    }
+
+    /// Replaces the open window with changes read back from committed changelogs (recovering
+    /// the index after a crash).
+    pub fn recovered(&mut self, changes: BTreeMap<Vec<u8>, BeforeAfter>) -> Arc<ClosedWindow> {
+        let touched = changes.into_iter().map(|(k, c)| (k, Touched::committed(c))).collect();
+        Arc::new(ClosedWindow { rules: Arc::clone(&self.rules), touched })
+    }
+}
+
+/// A window closed for its commit, keys in order.
+pub(crate) struct ClosedWindow {
+    rules: Arc<Rules>,
+    touched: BTreeMap<Vec<u8>, Touched>,
+}
+
+impl ClosedWindow {
+    pub fn rules(&self) -> &Rules {
+        &self.rules
+    }
+
+    /// The rows the commit hands Paimon, in key order: for each key whose row changed, a
+    /// delete of the committed row when the window reset it (not needed by `deduplicate` when
+    /// the window ends with a row, which replaces it anyway), then the window's merged row. A
+    /// key whose row ends as it was is not written at all.
+    ///
+    /// The delete carries the key alone: Paimon's partial-update and aggregation engines start
+    /// the key's row again from a delete's values, so any other value would come back.
+    pub fn rows(&self) -> impl Iterator<Item = KindRow> + '_ {
+        let replaces = self.rules.merger.replaces_rows();
+        self.touched.values().filter(|t| t.before != t.now).flat_map(move |t| {
+            let delete = match &t.before {
+                Some(b) if t.reset && !(replaces && t.window.is_some()) => {
+                    let mut key_only = vec![Value::Null; b.len()];
+                    for &i in &self.rules.key_idx {
+                        key_only[i] = b[i].clone();
+                    }
+                    Some((RowKind::Delete, key_only))
+                }
+                _ => None,
+            };
+            delete.into_iter().chain(t.window.clone().map(|w| (RowKind::Insert, w)))
+        })
+    }
+
+    /// The changes of the commit: (kind, row) in key order, -U before +U.
+    pub fn changes(&self) -> Vec<(RowKind, &Vec<Value>)> {
+        let mut out = Vec::new();
+        for t in self.touched.values() {
+            match t.before_after() {
+                (None, Some(a)) => out.push((RowKind::Insert, a)),
+                (Some(b), None) => out.push((RowKind::Delete, b)),
+                (Some(b), Some(a)) if b != a => {
+                    out.push((RowKind::UpdateBefore, b));
+                    out.push((RowKind::UpdateAfter, a));
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// Trigger firings and arming changes of the commit, once committed as `at` (snapshot id,
+    /// offset, time).
+    fn effects(&self, at: (Option<i64>, u64, i64)) -> Result<Effects, EngineError> {
+        let r = &*self.rules;
+        let mut out = Effects::default();
+        if r.triggers.triggers.is_empty() {
+            return Ok(out);
+        }
+        let mut seqs: HashMap<String, u64> = HashMap::new();
+        for t in &r.triggers.triggers {
+            seqs.insert(t.name.clone(), r.index.last_seq(&t.name)?);
+        }
+        for (key, t) in &self.touched {
+            let (before, after) = t.before_after();
+            if before == after {
+                continue;
+            }
+            // Each key appears once per commit, so its arming is read once, before evaluating.
+            let mut armed: HashMap<&str, bool> = HashMap::new();
+            for t in &r.triggers.triggers {
+                armed.insert(&t.name, r.index.is_armed(&t.name, key)?);
+            }
+            let is_armed = |name: &str| armed.get(name).copied().unwrap_or(true);
+            let mut next = |name: &str| {
+                let s = seqs.get_mut(name).expect("trigger seq");
+                *s += 1;
+                *s
+            };
+            r.triggers.evaluate(
+                &r.table,
+                key,
+                before.map(Vec::as_slice),
+                after.map(Vec::as_slice),
+                &is_armed,
+                at,
+                &mut next,
+                &mut out,
+            );
+        }
+        Ok(out)
+    }
+
+    /// Moves the lookup index to the window's rows and records the commit's trigger firings, in
+    /// one atomic batch, once the commit `meta` names is in Paimon.
+    ///
+    /// # Errors
+    /// Lookup index errors.
+    pub fn apply_to_index(&self, meta: IndexMeta, fired_at_ms: i64) -> Result<(), EngineError> {
+        let r = &*self.rules;
+        let effects = self.effects((meta.snapshot_id, meta.identifier, fired_at_ms))?;
+        r.index.apply_with(
+            &r.table,
+            self.touched.iter().map(|(k, t)| (k.as_slice(), t.now.as_deref())),
+            meta,
+            &effects,
+        )
+    }
+}
