@@ -63,7 +63,7 @@ public final class Company {
             deleteTree(dir);
             Files.createDirectories(dir.getParent());
             // A small company (60 items) so shortages, proposals and approvals happen within the run.
-            Livestate.run(Duration.ofMinutes(5), "demo", "--dir", dir.toString(), "--duration", "45s",
+            Livestate.run(Duration.ofMinutes(5), "demo", "--dir", dir.toString(), "--duration", "25s",
                     "--approve", "auto", "--items", "60", "--rate", "40",
                     "--listen", "127.0.0.1:" + Livestate.freePort(), "--blocked-after", "2s");
             // Compaction by hand: a full one for the first-row table (its rows are visible to
@@ -90,7 +90,7 @@ public final class Company {
     }
 
     /** The binary's path, size and time, so a rebuilt livestate builds the warehouse anew. */
-    private static String signature() {
+    static String signature() {
         Path bin = Livestate.binary();
         try {
             return bin + " " + Files.size(bin) + " " + Files.getLastModifiedTime(bin);

@@ -65,6 +65,12 @@ public final class Events {
                 "qty", qty);
     }
 
+    public Events supplierRisk(String supplier, String level, String reason) {
+        return reason == null
+                ? add("procurement.supplier_risk_assessed", "supplier", supplier, "level", level)
+                : add("procurement.supplier_risk_assessed", "supplier", supplier, "level", level, "reason", reason);
+    }
+
     public Events jobStatus(String job, String status) {
         return add("operations.job_status_changed", "job_id", job, "status", status);
     }
