@@ -407,7 +407,11 @@ async fn read_archive(dir: &Path, keys: &[String], at: &At, json: bool) -> anyho
             .iter()
             .map(|r| {
                 serde_json::Value::Object(
-                    columns.iter().map(|c| (*c).to_string()).zip(r.iter().map(livestate_spec::Value::to_json)).collect(),
+                    columns
+                        .iter()
+                        .map(|c| (*c).to_string())
+                        .zip(r.iter().map(livestate_spec::Value::to_json))
+                        .collect(),
                 )
             })
             .collect();

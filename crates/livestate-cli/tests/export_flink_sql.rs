@@ -51,7 +51,10 @@ fn cut(sql: &str) -> Script {
         if let Some(rest) = line.strip_prefix("-- mapping ") {
             let (n, what) = rest.split_once(": ").expect("-- mapping N: event -> table");
             let n: usize = n.parse().unwrap();
-            assert!(s.mappings.insert(n, (what.to_string(), Vec::new(), None)).is_none(), "mapping {n} twice");
+            assert!(
+                s.mappings.insert(n, (what.to_string(), Vec::new(), None)).is_none(),
+                "mapping {n} twice"
+            );
             if current.is_empty() {
                 mapping = Some(n);
             } else {
@@ -87,7 +90,8 @@ fn cut(sql: &str) -> Script {
             let stmt = std::mem::take(&mut current).trim_end().trim_end_matches(';').to_string();
             if !inside.is_empty() {
                 // One INSERT per table: each mapping gets its branch as an INSERT of its own.
-                let (head, body) = stmt.split_once('\n').expect("INSERT INTO ... (columns) on a line of its own");
+                let (head, body) =
+                    stmt.split_once('\n').expect("INSERT INTO ... (columns) on a line of its own");
                 assert!(head.starts_with("INSERT INTO "), "{stmt}");
                 let branches: Vec<&str> = body.split("\nUNION ALL\n").collect();
                 assert_eq!(branches.len(), inside.len(), "one SELECT per mapping marker in\n{stmt}");
@@ -292,17 +296,15 @@ fn export_flink_sql_recreates_every_table_with_its_stored_options_and_every_mapp
 
     let (inserts, comments) = check_mappings(&spec, &script);
     // One INSERT per table with exported mappings: one Flink sink, one Paimon writer each.
-    let mut exported_tables: Vec<&str> = spec
-        .mappings
-        .iter()
-        .filter(|m| m.action == Action::Upsert)
-        .map(|m| m.table.as_str())
-        .collect();
+    let mut exported_tables: Vec<&str> =
+        spec.mappings.iter().filter(|m| m.action == Action::Upsert).map(|m| m.table.as_str()).collect();
     exported_tables.sort_unstable();
     exported_tables.dedup();
-    let insert_into: Vec<&String> = script.statements.iter().filter(|s| s.starts_with("INSERT INTO ")).collect();
+    let insert_into: Vec<&String> =
+        script.statements.iter().filter(|s| s.starts_with("INSERT INTO ")).collect();
     assert_eq!(insert_into.len(), exported_tables.len(), "{sql}");
-    let stock = insert_into.iter().find(|s| s.starts_with("INSERT INTO `livestate`.`state`.`stock`")).unwrap();
+    let stock =
+        insert_into.iter().find(|s| s.starts_with("INSERT INTO `livestate`.`state`.`stock`")).unwrap();
     assert_eq!(stock.matches("\nUNION ALL\n").count(), 3, "stock's four mappings in one INSERT:\n{stock}");
     // The example's two delete mappings (shipped and cancelled order lines) cannot be INSERTs.
     let deletes = spec.mappings.iter().filter(|m| m.action == Action::Delete).count();

@@ -199,7 +199,8 @@ pub fn render(spec: &CompanySpec, tables: &[StoredTable], target: &FlinkTarget) 
         }
     }
     for table in order {
-        let of_table: Vec<usize> = (0..spec.mappings.len()).filter(|i| spec.mappings[*i].table == table).collect();
+        let of_table: Vec<usize> =
+            (0..spec.mappings.len()).filter(|i| spec.mappings[*i].table == table).collect();
         for &i in &of_table {
             if let Err(why) = &exported[i] {
                 let m = &spec.mappings[i];
@@ -336,7 +337,12 @@ fn record_table(fields: &DataFields, target: &FlinkTarget) -> String {
 /// One mapping as the SELECT of its table's INSERT (a branch of its UNION ALL), or why it
 /// cannot be one. `from`: the record offset to start reading the topic at (a table livestate
 /// derived up to there), instead of the earliest.
-fn mapping_select(spec: &CompanySpec, fields: &DataFields, m: &Mapping, from: Option<u64>) -> Result<String, String> {
+fn mapping_select(
+    spec: &CompanySpec,
+    fields: &DataFields,
+    m: &Mapping,
+    from: Option<u64>,
+) -> Result<String, String> {
     if m.action == Action::Delete {
         return Err("delete mapping: an INSERT fed by the append-only Kafka topic produces no -D rows, \
                     so Flink SQL cannot remove the row (keep livestate deriving this table)"
