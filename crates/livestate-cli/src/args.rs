@@ -69,12 +69,12 @@ Re-sending an id returns its original offset and appends nothing.\n\nExample:\n 
     },
     /// Print a state table's rows with a receipt (snapshot, record offset, lag against budget).
     #[command(
-        after_help = "Examples:\n  livestate read --dir ./acme stock --key item=part-0001 --key location=north\n  livestate read --dir ./acme stock --snapshot 3 --json\n  livestate read --dir ./acme stock --tag audit-p17"
+        after_help = "Examples:\n  livestate read --dir ./acme stock --key item=part-0001 --key location=north\n  livestate read --dir ./acme stock --snapshot 3 --json\n  livestate read --dir ./acme stock --tag audit-p17\n  livestate read --dir ./acme record.events --json   # the record archive, every event in offset order"
     )]
     Read {
         #[arg(long, default_value = "./livestate-data", env = "LIVESTATE_DIR")]
         dir: PathBuf,
-        /// Table name (see `livestate tables`)
+        /// Table name (see `livestate tables`), or record.events (the archive, read whole)
         table: String,
         /// Filter `column=value`; repeat for several columns
         #[arg(long = "key", value_name = "COLUMN=VALUE")]

@@ -43,13 +43,24 @@ struct Script {
 fn cut(sql: &str) -> Script {
     let mut s = Script::default();
     let mut current = String::new();
+    // A marker outside a statement: a mapping not exported (its reason follows as comments).
     let mut mapping: Option<usize> = None;
+    // Markers inside the current INSERT: one per SELECT of its UNION ALL, in order.
+    let mut inside: Vec<usize> = Vec::new();
     for line in sql.lines() {
         if let Some(rest) = line.strip_prefix("-- mapping ") {
             let (n, what) = rest.split_once(": ").expect("-- mapping N: event -> table");
             let n: usize = n.parse().unwrap();
-            s.mappings.insert(n, (what.to_string(), Vec::new(), None));
-            mapping = Some(n);
+            assert!(
+                s.mappings.insert(n, (what.to_string(), Vec::new(), None)).is_none(),
+                "mapping {n} twice"
+            );
+            if current.is_empty() {
+                mapping = Some(n);
+            } else {
+                inside.push(n);
+                mapping = None;
+            }
             continue;
         }
         if let Some(comment) = line.strip_prefix("-- ") {
@@ -72,12 +83,21 @@ fn cut(sql: &str) -> Script {
             "" if current.is_empty() => continue,
             _ => {}
         }
+        mapping = None;
         current.push_str(line);
         current.push('\n');
         if line.ends_with(';') {
             let stmt = std::mem::take(&mut current).trim_end().trim_end_matches(';').to_string();
-            if let Some(n) = mapping.take() {
-                s.mappings.get_mut(&n).unwrap().2 = Some(stmt.clone());
+            if !inside.is_empty() {
+                // One INSERT per table: each mapping gets its branch as an INSERT of its own.
+                let (head, body) =
+                    stmt.split_once('\n').expect("INSERT INTO ... (columns) on a line of its own");
+                assert!(head.starts_with("INSERT INTO "), "{stmt}");
+                let branches: Vec<&str> = body.split("\nUNION ALL\n").collect();
+                assert_eq!(branches.len(), inside.len(), "one SELECT per mapping marker in\n{stmt}");
+                for (n, branch) in inside.drain(..).zip(branches) {
+                    s.mappings.get_mut(&n).unwrap().2 = Some(format!("{head}\n{branch}"));
+                }
             }
             s.statements.push(stmt);
         }
@@ -275,6 +295,17 @@ fn export_flink_sql_recreates_every_table_with_its_stored_options_and_every_mapp
     }
 
     let (inserts, comments) = check_mappings(&spec, &script);
+    // One INSERT per table with exported mappings: one Flink sink, one Paimon writer each.
+    let mut exported_tables: Vec<&str> =
+        spec.mappings.iter().filter(|m| m.action == Action::Upsert).map(|m| m.table.as_str()).collect();
+    exported_tables.sort_unstable();
+    exported_tables.dedup();
+    let insert_into: Vec<&String> =
+        script.statements.iter().filter(|s| s.starts_with("INSERT INTO ")).collect();
+    assert_eq!(insert_into.len(), exported_tables.len(), "{sql}");
+    let stock =
+        insert_into.iter().find(|s| s.starts_with("INSERT INTO `livestate`.`state`.`stock`")).unwrap();
+    assert_eq!(stock.matches("\nUNION ALL\n").count(), 3, "stock's four mappings in one INSERT:\n{stock}");
     // The example's two delete mappings (shipped and cancelled order lines) cannot be INSERTs.
     let deletes = spec.mappings.iter().filter(|m| m.action == Action::Delete).count();
     assert_eq!((inserts, comments), (spec.mappings.len() - deletes, deletes));

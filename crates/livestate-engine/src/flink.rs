@@ -2,9 +2,10 @@
 //! Paimon catalog, with the columns, primary key and options Paimon stores for them, and the
 //! INSERT jobs that derive them from a Kafka topic carrying the record (docs/scale-out.md).
 //!
-//! A mapping is exported as one `INSERT INTO ... SELECT ... WHERE type = '<event>'` over the
-//! Kafka table; the table's merge engine (partial update, aggregation, first row) does the rest
-//! inside Paimon, as it does for livestate. What Flink SQL cannot express is printed as a `--`
+//! A mapping is exported as one `SELECT ... WHERE type = '<event>'` over the Kafka table, and a
+//! table's mappings as one `INSERT INTO` of their `UNION ALL`, so each table has one Flink sink
+//! (one writer, as Paimon needs); the table's merge engine (partial update, aggregation, first
+//! row) does the rest inside Paimon, as it does for livestate. What Flink SQL cannot express is printed as a `--`
 //! comment naming the feature, never as SQL that would derive something else:
 //!
 //! - delete mappings: an INSERT fed by an append-only topic produces no `-D` rows;
@@ -127,7 +128,7 @@ pub fn render(spec: &CompanySpec, tables: &[StoredTable], target: &FlinkTarget) 
                 ));
             }
             let from = tables.iter().find(|t| t.name == m.table).and_then(|t| t.handed_over_at);
-            insert(spec, &fields, m, from)
+            mapping_select(spec, &fields, m, from)
         })
         .collect();
     let mut out = String::new();
@@ -189,14 +190,49 @@ pub fn render(spec: &CompanySpec, tables: &[StoredTable], target: &FlinkTarget) 
     if n_ok > 0 {
         out.push_str("EXECUTE STATEMENT SET\nBEGIN\n");
     }
-    for (i, (m, e)) in spec.mappings.iter().zip(&exported).enumerate() {
-        let _ = writeln!(out, "-- mapping {i}: {} -> {}", m.event, m.table);
-        match e {
-            Ok(sql) => out.push_str(sql),
-            Err(why) => {
+    // One INSERT per table, its mappings' SELECTs joined by UNION ALL: one Flink sink, so one
+    // writer (one commit user, one sequence of sequence numbers) per table, as Paimon needs.
+    let mut order: Vec<&str> = Vec::new();
+    for m in &spec.mappings {
+        if !order.contains(&m.table.as_str()) {
+            order.push(m.table.as_str());
+        }
+    }
+    for table in order {
+        let of_table: Vec<usize> =
+            (0..spec.mappings.len()).filter(|i| spec.mappings[*i].table == table).collect();
+        for &i in &of_table {
+            if let Err(why) = &exported[i] {
+                let m = &spec.mappings[i];
+                let _ = writeln!(out, "-- mapping {i}: {} -> {}", m.event, m.table);
                 let _ = writeln!(out, "-- not exported: {why}");
             }
         }
+        let selects: Vec<(usize, &String)> =
+            of_table.iter().filter_map(|&i| exported[i].as_ref().ok().map(|sql| (i, sql))).collect();
+        if selects.is_empty() {
+            continue;
+        }
+        let Some(t) = spec.table(table) else { continue };
+        let columns: Vec<String> = t.columns.keys().cloned().collect();
+        let _ = writeln!(
+            out,
+            "INSERT INTO {}.{}.{} ({})",
+            ident(CATALOG),
+            ident(STATE_DB),
+            ident(table),
+            idents(&columns)
+        );
+        for (k, (i, sql)) in selects.iter().enumerate() {
+            if k > 0 {
+                out.push_str("UNION ALL\n");
+            }
+            let m = &spec.mappings[*i];
+            let _ = writeln!(out, "-- mapping {i}: {} -> {}", m.event, m.table);
+            out.push_str(sql);
+        }
+        out.truncate(out.trim_end().len());
+        out.push_str(";\n");
     }
     if n_ok > 0 {
         out.push_str("END;\n");
@@ -298,9 +334,15 @@ fn record_table(fields: &DataFields, target: &FlinkTarget) -> String {
     out
 }
 
-/// One mapping as an INSERT statement, or why it cannot be one. `from`: the record offset to
-/// start reading the topic at (a table livestate derived up to there), instead of the earliest.
-fn insert(spec: &CompanySpec, fields: &DataFields, m: &Mapping, from: Option<u64>) -> Result<String, String> {
+/// One mapping as the SELECT of its table's INSERT (a branch of its UNION ALL), or why it
+/// cannot be one. `from`: the record offset to start reading the topic at (a table livestate
+/// derived up to there), instead of the earliest.
+fn mapping_select(
+    spec: &CompanySpec,
+    fields: &DataFields,
+    m: &Mapping,
+    from: Option<u64>,
+) -> Result<String, String> {
     if m.action == Action::Delete {
         return Err("delete mapping: an INSERT fed by the append-only Kafka topic produces no -D rows, \
                     so Flink SQL cannot remove the row (keep livestate deriving this table)"
@@ -317,21 +359,13 @@ fn insert(spec: &CompanySpec, fields: &DataFields, m: &Mapping, from: Option<u64
         };
         select.push(format!("  CAST({value} AS {})", sql_type(*ty)));
     }
-    let columns: Vec<String> = table.columns.keys().cloned().collect();
     // The topic's offsets are the record's (one partition, filled from offset 0 in order).
     let hint = from.map_or(String::new(), |o| {
         format!(
             " /*+ OPTIONS('scan.startup.mode' = 'specific-offsets', 'scan.startup.specific-offsets' = 'partition:0,offset:{o}') */"
         )
     });
-    let mut out = format!(
-        "INSERT INTO {}.{}.{} ({})\nSELECT\n{}\nFROM {RECORD_TABLE}{hint} AS {EV}\n",
-        ident(CATALOG),
-        ident(STATE_DB),
-        ident(&m.table),
-        idents(&columns),
-        select.join(",\n")
-    );
+    let mut out = format!("SELECT\n{}\nFROM {RECORD_TABLE}{hint} AS {EV}\n", select.join(",\n"));
     for l in &m.lookups {
         let lt = spec.table(&l.table).ok_or_else(|| format!("unknown lookup table `{}`", l.table))?;
         let mut on = Vec::new();
@@ -352,7 +386,7 @@ fn insert(spec: &CompanySpec, fields: &DataFields, m: &Mapping, from: Option<u64
     if let Some(w) = &m.when {
         let _ = write!(out, " AND ({})", r.expr(w)?);
     }
-    out.push_str(";\n");
+    out.push('\n');
     Ok(out)
 }
 
