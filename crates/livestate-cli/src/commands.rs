@@ -267,13 +267,20 @@ async fn derive(dir: &Path, once: bool, commit_every: u64) -> anyhow::Result<()>
     }
     eprintln!("following the record; Ctrl-C (or SIGTERM) commits what is pending and stops");
     let mut last_status = Instant::now();
-    let stop = stop_requested();
-    tokio::pin!(stop);
+    // A signal ends the loop between steps, never inside one: a step dropped halfway would leave
+    // events applied to the windows that its position does not count, and the final commit
+    // would write them once more than a restart re-derives them.
+    let (stopped_tx, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        stop_requested().await;
+        let _ = stopped_tx.send(true);
+    });
+    let mut stop = stopped.clone();
     loop {
-        let step = tokio::select! {
-            r = derivers.step(&ls.record, &ls.spec) => r?,
-            () = &mut stop => break,
-        };
+        if *stopped.borrow() {
+            break;
+        }
+        let step = derivers.step(&ls.record, &ls.spec).await?;
         if last_status.elapsed() >= Duration::from_secs(1) {
             derivers.write_status(&ls.record)?;
             last_status = Instant::now();
@@ -281,7 +288,7 @@ async fn derive(dir: &Path, once: bool, commit_every: u64) -> anyhow::Result<()>
         if step.events == 0 {
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-                () = &mut stop => break,
+                _ = stop.changed() => break,
             }
         }
     }

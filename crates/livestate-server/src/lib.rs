@@ -262,8 +262,12 @@ pub async fn serve_with(
     // A failed derivation (a full disk, a damaged table file) stops the server with its error
     // rather than leave it accepting events it no longer derives.
     let (derive_failed_tx, mut derive_failed) = watch::channel(false);
+    // The derive loop stops after the HTTP server: an event a request appended while the server
+    // drained is derived and committed before the process exits, and a consistent read waiting
+    // for a barrier during the drain is still answered.
+    let (derive_stop_tx, derive_stop_rx) = watch::channel(false);
     let derive_loop = tokio::spawn({
-        let looping = derive_loop(Arc::clone(&shared), derivers, barrier_rx, stop_rx.clone());
+        let looping = derive_loop(Arc::clone(&shared), derivers, barrier_rx, derive_stop_rx);
         async move {
             let r = looping.await;
             if let Err(e) = &r {
@@ -300,6 +304,7 @@ pub async fn serve_with(
             let _ = stop_tx.send(true);
         })
         .await;
+    let _ = derive_stop_tx.send(true);
     let derived = derive_loop.await.map_err(|e| std::io::Error::other(e.to_string()))?;
     let followed = follower.await.map_err(|e| std::io::Error::other(e.to_string()))?;
     for w in webhooks {
@@ -395,7 +400,8 @@ async fn derive_loop(
         }
     }
     barrier_rx.close();
-    derivers.commit_all().await?;
+    // Everything recorded, up to the record's head, is derived and committed.
+    derivers.catch_up(&ls.record, &ls.spec, livestate_engine::CATCH_UP_COMMIT_EVENTS, &mut |_| {}).await?;
     derivers.finish().await;
     let status = derivers.status(&ls.record)?;
     status.store(&ls.layout)?;
