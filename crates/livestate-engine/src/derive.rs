@@ -58,8 +58,12 @@ pub struct Progress {
 /// record. Each sink starts where its own last commit left off.
 pub struct Derivers {
     layout: Layout,
-    /// One per state table livestate derives, in spec order.
+    /// One per state table livestate derives, in commit order (`commit_order`: spec order, a
+    /// table that looks up another before it).
     tables: Vec<StateSink>,
+    /// By slot in `tables`: the tables whose mappings look that table up, directly or through
+    /// another lookup, in commit order (they all come before it).
+    readers: Vec<Vec<usize>>,
     /// Indexed like `spec.tables`: the position in `tables` of each table's sink (`None` for a
     /// table another engine derives).
     sink_of: Vec<Option<usize>>,
@@ -179,9 +183,25 @@ impl Derivers {
                 }
             }
         }
+        // Commit order: a table whose mappings look up another commits before it (see
+        // `commit_order`). `sink_of` follows the new positions.
+        let order = commit_order(spec, &tables);
+        let mut slots: Vec<Option<StateSink>> = tables.into_iter().map(Some).collect();
+        let tables: Vec<StateSink> =
+            order.iter().map(|&i| slots[i].take().expect("each table is placed once")).collect();
+        let new_slot: Vec<usize> = {
+            let mut v = vec![0; order.len()];
+            for (new, &old) in order.iter().enumerate() {
+                v[old] = new;
+            }
+            v
+        };
+        let sink_of = sink_of.into_iter().map(|s| s.map(|old| new_slot[old])).collect();
+        let readers = readers_by_slot(spec, &tables);
         Ok(Derivers {
             layout: layout.clone(),
             tables,
+            readers,
             sink_of,
             archive: Archive::start(archive),
             archive_rows: Vec::new(),
@@ -316,8 +336,17 @@ impl Derivers {
             .map(|(slot, _)| slot)
             .collect();
         split.dedup();
+        // Tables that look one of them up commit first, at the same offset (`commit_order`).
+        let mut committing: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
         for slot in split {
+            committing.extend(self.readers[slot].iter().copied());
+            committing.insert(slot);
+        }
+        for slot in committing {
             let t = &mut self.tables[slot];
+            if offset < t.sink.position {
+                continue;
+            }
             t.sink.position = offset;
             t.commit(false).await?;
         }
@@ -476,13 +505,19 @@ impl Derivers {
                 });
             }
         }
-        let mut snapshots = Vec::with_capacity(idx.len());
-        for i in idx {
+        // Committed in commit order (`commit_order`), answered in the order asked.
+        let mut in_order = idx.clone();
+        in_order.sort_unstable();
+        in_order.dedup();
+        for i in in_order {
             let t = &mut self.tables[i];
             t.commit(false).await?;
             debug_assert_eq!(t.sink.committed, through);
-            snapshots.push((t.sink.name_in_spec().to_string(), t.sink.snapshot_id));
         }
+        let snapshots = idx
+            .into_iter()
+            .map(|i| (self.tables[i].sink.name_in_spec().to_string(), self.tables[i].sink.snapshot_id))
+            .collect();
         Ok(Barrier { offset: through, snapshots })
     }
 
@@ -569,4 +604,78 @@ impl Derivers {
         }
         Ok(status)
     }
+}
+
+/// The order in which the derivers commit their tables: spec order, except that a table whose
+/// mappings look up another table comes before that table. A lookup join reads the other
+/// table as of its last commit, so a failure (a full disk, `kill -9`) between two commits must
+/// never leave the looked-up table committed past the table that reads it: a restart would
+/// derive that table's events again against a later row than the first pass read. With the
+/// reading table first, either both re-derive from the same commit or only the looked-up one
+/// does, and the rows come out the same. Tables in a lookup cycle keep spec order.
+fn commit_order(spec: &CompanySpec, tables: &[StateSink]) -> Vec<usize> {
+    let looked_up = lookups_by_slot(spec, tables);
+    let mut waiting_for = vec![0usize; tables.len()];
+    for ts in &looked_up {
+        for &t in ts {
+            waiting_for[t] += 1;
+        }
+    }
+    let mut ready: std::collections::BTreeSet<usize> =
+        (0..tables.len()).filter(|&i| waiting_for[i] == 0).collect();
+    let mut placed = vec![false; tables.len()];
+    let mut order = Vec::with_capacity(tables.len());
+    while let Some(d) = ready.pop_first() {
+        placed[d] = true;
+        order.push(d);
+        for &t in &looked_up[d] {
+            waiting_for[t] -= 1;
+            if waiting_for[t] == 0 {
+                ready.insert(t);
+            }
+        }
+    }
+    order.extend((0..tables.len()).filter(|&i| !placed[i]));
+    order
+}
+
+/// By slot in `tables`: the other tables that table's mappings look up.
+fn lookups_by_slot(spec: &CompanySpec, tables: &[StateSink]) -> Vec<std::collections::BTreeSet<usize>> {
+    let slot: std::collections::HashMap<&str, usize> =
+        tables.iter().enumerate().map(|(i, t)| (t.sink.name_in_spec(), i)).collect();
+    let mut looked_up: Vec<std::collections::BTreeSet<usize>> = vec![Default::default(); tables.len()];
+    for m in &spec.mappings {
+        let Some(&d) = slot.get(m.table.as_str()) else { continue };
+        for l in &m.lookups {
+            if let Some(&t) = slot.get(l.table.as_str()) {
+                if t != d {
+                    looked_up[d].insert(t);
+                }
+            }
+        }
+    }
+    looked_up
+}
+
+/// By slot in `tables`: every table that reads it through lookups, directly or not.
+fn readers_by_slot(spec: &CompanySpec, tables: &[StateSink]) -> Vec<Vec<usize>> {
+    let looked_up = lookups_by_slot(spec, tables);
+    let mut direct: Vec<Vec<usize>> = vec![Vec::new(); tables.len()];
+    for (d, ts) in looked_up.iter().enumerate() {
+        for &t in ts {
+            direct[t].push(d);
+        }
+    }
+    (0..tables.len())
+        .map(|t| {
+            let mut seen = std::collections::BTreeSet::new();
+            let mut stack = direct[t].clone();
+            while let Some(d) = stack.pop() {
+                if d != t && seen.insert(d) {
+                    stack.extend(direct[d].iter().copied());
+                }
+            }
+            seen.into_iter().collect()
+        })
+        .collect()
 }
