@@ -126,3 +126,33 @@ async fn sql_reads_with_receipts_and_time_travel_and_refuses_every_write() {
     let e = server.client("module:inventory").sql("SELECT 1", None).await.unwrap_err();
     assert_eq!(e.status().map(|s| s.as_u16()), Some(403));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_failing_on_its_own_values_is_the_callers_error_and_named() {
+    let server = start().await;
+    let admin = server.client("admin");
+    let agent = server.client("agent:procurement");
+    admin
+        .emit(&event(
+            "c1",
+            "inventory.stock_counted",
+            json!({"item": "bolt", "location": "north", "on_hand": 50}),
+        ))
+        .await
+        .unwrap();
+    admin.consistent_read(&[json!({"table": "stock"})]).await.unwrap();
+    // On a column (computed while running) and on constants (folded while planning).
+    for (q, named) in [
+        ("SELECT on_hand / (on_hand - on_hand) FROM stock", "Divide by zero"),
+        ("SELECT 1 / 0", "Divide by zero"),
+        ("SELECT CAST(item AS INT) FROM stock", "Cast error"),
+        ("SELECT CAST('x' AS INT)", "Cast error"),
+    ] {
+        let e = agent.sql(q, None).await.expect_err(q);
+        assert_eq!(e.status().map(|s| s.as_u16()), Some(400), "{q}: {e}");
+        assert!(e.to_string().to_lowercase().contains(&named.to_lowercase()), "{q}: {e}");
+    }
+    // The server goes on answering.
+    let rows = agent.sql("SELECT on_hand FROM stock", None).await.unwrap();
+    assert_eq!(rows["rows"], json!([{"on_hand": 50}]));
+}

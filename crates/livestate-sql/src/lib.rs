@@ -48,6 +48,10 @@ pub enum SqlError {
     Version(String),
     #[error("the query ran longer than {0:?} and was stopped")]
     Timeout(Duration),
+    /// The query failed on the values it computed: a division by zero, a cast that does not
+    /// fit, an arithmetic overflow. The caller's error, like a plan error.
+    #[error("the query failed on its data: {0}")]
+    Data(String),
     #[error("running the query: {0}")]
     Exec(String),
     #[error(transparent)]
@@ -61,11 +65,37 @@ impl From<livestate_engine::EngineError> for SqlError {
 }
 
 impl SqlError {
+    /// An error of planning or running a query: [`SqlError::Data`] when its root is a value the
+    /// query computed (division by zero, a failed cast, an overflow), else `other`.
+    fn of_datafusion(e: &datafusion::error::DataFusionError, other: fn(String) -> SqlError) -> SqlError {
+        use datafusion::arrow::error::ArrowError;
+        use datafusion::error::DataFusionError;
+        let data = match e.find_root() {
+            DataFusionError::ArrowError(a, _) => matches!(
+                a.as_ref(),
+                ArrowError::DivideByZero
+                    | ArrowError::CastError(_)
+                    | ArrowError::ArithmeticOverflow(_)
+                    | ArrowError::ParseError(_)
+            ),
+            _ => false,
+        };
+        if data {
+            SqlError::Data(e.find_root().to_string())
+        } else {
+            other(e.to_string())
+        }
+    }
+
     /// Whether the caller can fix it (a 4xx rather than a 5xx).
     pub fn is_input_error(&self) -> bool {
         matches!(
             self,
-            SqlError::Plan(_) | SqlError::NotReadOnly(_) | SqlError::Version(_) | SqlError::Timeout(_)
+            SqlError::Plan(_)
+                | SqlError::NotReadOnly(_)
+                | SqlError::Version(_)
+                | SqlError::Timeout(_)
+                | SqlError::Data(_)
         ) || matches!(self, SqlError::Engine(e) if livestate_engine::is_input_error(e.as_ref()))
     }
 }
@@ -288,7 +318,11 @@ pub async fn query(
         registered.insert(name.clone(), (v.table.clone(), receipt));
         text.replace_range(v.start..v.end, &format!("{name} AS {}", v.table));
     }
-    let plan = ctx.state().create_logical_plan(&text).await.map_err(|e| SqlError::Plan(e.to_string()))?;
+    let plan = ctx
+        .state()
+        .create_logical_plan(&text)
+        .await
+        .map_err(|e| SqlError::of_datafusion(&e, SqlError::Plan))?;
     let scanned = check_read_only(&plan)?;
     let mut receipts: BTreeMap<String, Receipt> = BTreeMap::new();
     for s in scanned {
@@ -306,7 +340,7 @@ pub async fn query(
     let (columns, batches) = tokio::time::timeout(limits.time, run)
         .await
         .map_err(|_| SqlError::Timeout(limits.time))?
-        .map_err(|e| SqlError::Exec(e.to_string()))?;
+        .map_err(|e| SqlError::of_datafusion(&e, SqlError::Exec))?;
     let mut rows = Vec::new();
     for b in &batches {
         let mut w = arrow_json::ArrayWriter::new(Vec::new());
