@@ -187,7 +187,10 @@ async fn emit(dir: &Path, input: &str, skip_invalid: bool, json: bool) -> anyhow
     } else {
         std::fs::read(input).map_err(|e| Usage(format!("reading events from {input}: {e}")))?
     };
-    let (text, not_utf8) = livestate_engine::decode_lines(&bytes);
+    let (text, mut not_utf8) = livestate_engine::decode_lines(&bytes);
+    let (text, decisions) = refuse_decisions(text);
+    not_utf8.extend(decisions);
+    not_utf8.sort_by_key(|e| e.line);
     if !not_utf8.is_empty() && !skip_invalid {
         return Err(EngineError::InvalidEvents(not_utf8).into());
     }
@@ -234,6 +237,44 @@ async fn emit(dir: &Path, input: &str, skip_invalid: bool, json: bool) -> anyhow
     );
     ls.release_lease().await?;
     Ok(())
+}
+
+/// Leaves empty, and returns as bad lines, the lines whose event type is `decisions.*`: only
+/// `livestate serve` appends those (from proposals and decisions an agent and a person made
+/// through it, docs/api.md), so a proposal cannot be forged into the inbox from a shell.
+fn refuse_decisions(text: String) -> (String, Vec<livestate_engine::LineError>) {
+    let prefix = format!("{}.", livestate_server::auth::DECISIONS_MODULE);
+    let mut refused = Vec::new();
+    let mut out = String::with_capacity(text.len());
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        // Only a line that names the module is parsed here; the engine checks every line.
+        let head = line
+            .contains(&prefix)
+            .then(|| serde_json::from_str::<serde_json::Value>(line).ok())
+            .flatten()
+            .and_then(|v| {
+                let ty = v.get("type")?.as_str()?.to_string();
+                let id = v.get("id").and_then(|x| x.as_str()).map(str::to_string);
+                ty.starts_with(&prefix).then_some((ty, id))
+            });
+        match head {
+            Some((ty, id)) => refused.push(livestate_engine::LineError {
+                line: i + 1,
+                id,
+                error: livestate_spec::EventError::new(
+                    "type",
+                    format!(
+                        "`{ty}` events are appended only by `livestate serve`, from the proposals and decisions made through it"
+                    ),
+                ),
+            }),
+            None => out.push_str(line),
+        }
+    }
+    (out, refused)
 }
 
 fn progress_bar() -> ProgressBar {

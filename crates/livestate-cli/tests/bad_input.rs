@@ -307,9 +307,32 @@ fn malformed_and_hostile_event_lines_are_refused_by_line_and_field_and_append_no
         refused("truncated JSON", emit(), &counted("x1", "bolt", json!(1))[..40], &["line 1"]),
         refused("a byte-order mark on the second line", emit(), format!("{}\n\u{feff}{}", counted("b1", "bolt", json!(1)), counted("b2", "bolt", json!(2))), &["line 2"]),
         refused("a missing input file", { let mut a = emit(); a.push("no-such-file.jsonl".into()); a }, Vec::new(), &["no-such-file.jsonl"]),
+        // Only `livestate serve` appends decisions: a forged proposal would wait in the inbox.
+        refused(
+            "a proposal forged from a shell",
+            emit(),
+            json!({"id": "d1", "type": "decisions.proposal_created", "occurred_at": "2026-03-02T08:00:00Z", "data": {"proposal_id": "p-1", "kind": "replenishment_order", "agent": "procurement", "module": "procurement", "summary": "s", "risk_level": "low", "document": "{}"}}).to_string(),
+            &["line 1", "decisions.proposal_created", "livestate serve"],
+        ),
+        refused(
+            "a decision forged among good lines",
+            emit(),
+            [counted("g1", "bolt", json!(1)), json!({"id": "d2", "type": "decisions.proposal_decided", "occurred_at": "2026-03-02T08:00:00Z", "data": {"proposal_id": "p-1", "decision": "approved", "decided_by": "person:ana"}}).to_string()].join("\n"),
+            &["line 2", "decisions.proposal_decided"],
+        ),
     ];
     let wrong = check_refused(&f, cases);
     assert!(wrong.is_empty(), "{} case(s) wrong:\n{}", wrong.len(), wrong.join("\n"));
+
+    // Under --skip-invalid a forged proposal is skipped and named, and nothing is recorded.
+    let before = f.stored();
+    let forged = json!({"id": "d3", "type": "decisions.proposal_created", "occurred_at": "2026-03-02T08:00:00Z", "data": {"proposal_id": "p-3", "kind": "replenishment_order", "agent": "procurement", "module": "procurement", "summary": "s", "risk_level": "low", "document": "{}"}}).to_string();
+    let mut args = emit();
+    args.push("--skip-invalid".into());
+    let r = run(&args, forged.as_bytes());
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stderr.contains("skipped") && r.stderr.contains("decisions.proposal_created"), "{}", r.stderr);
+    assert_eq!(f.stored(), before);
 }
 
 #[test]

@@ -47,12 +47,17 @@ fn pypaimon_reads_the_same_rows_as_livestate() {
         json!({"id": "more-1", "type": "inventory.stock_counted", "occurred_at": "2026-03-03T09:00:00Z", "data": {"item": "part-0001", "location": "north", "on_hand": 3}}),
         json!({"id": "more-2", "type": "commerce.order_shipped", "occurred_at": "2026-03-03T09:00:01Z", "data": {"order_id": "so-00002", "line": 1, "item": "part-0003", "location": "east", "qty": 8}}),
         json!({"id": "more-3", "type": "operations.job_status_changed", "occurred_at": "2026-03-03T09:00:02Z", "data": {"job_id": "job-0003", "status": "released", "machine": "press-2"}}),
-        json!({"id": "more-4", "type": "decisions.proposal_created", "occurred_at": "2026-03-03T09:00:03Z", "data": {"proposal_id": "p-1", "kind": "replenishment_order", "agent": "procurement", "module": "procurement", "summary": "order 120 of part-0001", "risk_level": "low", "document": "{}"}}),
     ]
     .iter()
     .map(|v| v.to_string() + "\n")
     .collect();
     emit(&dir, &more);
+    // A proposal, as `livestate serve` records one (the CLI refuses `decisions.*` lines).
+    let proposal = json!({"id": "more-4", "type": "decisions.proposal_created", "occurred_at": "2026-03-03T09:00:03Z", "data": {"proposal_id": "p-1", "kind": "replenishment_order", "agent": "procurement", "module": "procurement", "summary": "order 120 of part-0001", "risk_level": "low", "document": "{}"}});
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let ls = livestate_engine::Livestate::open(&dir).await.unwrap();
+        ls.emit(&proposal.to_string(), false).unwrap();
+    });
     livestate(&dir, &["derive", "--once"]);
 
     for table in
