@@ -599,10 +599,24 @@ async fn watch(dir: &Path, trigger: &str, consumer: &str, peek: bool) -> anyhow:
         let known = ls.spec.triggers.keys().cloned().collect();
         return Err(EngineError::UnknownTrigger { name: trigger.into(), known }.into());
     }
-    if consumer.trim().is_empty() || consumer.len() > 200 || consumer.chars().any(char::is_control) {
+    // The names the API gives cursors: a principal's own (`agent:procurement`) or one of its
+    // named cursors (`agent:procurement/night-shift`), or a bare name as the API takes it.
+    let part_ok = |p: &str, extra: &str| {
+        !p.is_empty()
+            && p.len() <= 64
+            && p != "."
+            && p != ".."
+            && p.chars().all(|ch| ch.is_ascii_alphanumeric() || "_-.".contains(ch) || extra.contains(ch))
+    };
+    let named = match consumer.split_once('/') {
+        None => part_ok(consumer, ":"),
+        Some((principal, own)) => part_ok(principal, ":") && part_ok(own, ""),
+    };
+    if !named {
         let shown: String = consumer.chars().take(60).collect();
         return Err(Usage(format!(
-            "--consumer `{}`: a consumer is named by 1 to 200 bytes without control characters",
+            "--consumer `{}`: a consumer is 1-64 letters, digits, `_`, `-`, `.` or `:`, or a principal and one of \
+             its cursors as the API names them (`agent:procurement/night-shift`)",
             shown.escape_debug()
         ))
         .into());

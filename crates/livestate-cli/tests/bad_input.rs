@@ -572,7 +572,9 @@ fn hostile_table_tag_trigger_consumer_and_principal_names_are_refused_and_change
             &["no principal"],
         ));
     }
-    for consumer in ["", "c\u{7}", "new\nline", long.as_str()] {
+    for consumer in
+        ["", "c\u{7}", "new\nline", long.as_str(), "../../x", "..", "a/b/c", "agent:x/", "/x", "a b", "é"]
+    {
         cases.push(refused(
             &format!("watch --consumer {}", short(consumer)),
             f.args(&["watch", "stock_below_reorder_point", "--consumer", consumer]),

@@ -55,6 +55,8 @@ fn watch_prints_each_firing_once_per_consumer() {
     assert_eq!(first[0]["before"]["on_hand"], 50);
     assert!(watch("buyer", &[]).is_empty(), "delivered once");
     assert_eq!(watch("planner", &[]).len(), 1, "another consumer has its own cursor");
+    // A cursor as the API names one: a principal's own cursor of its.
+    assert_eq!(watch("agent:procurement/night-shift", &[]).len(), 1);
 
     let (code, _, err) = run(&dir, &["watch", "no_such", "--consumer", "x"], None);
     assert_eq!(code, 2);
