@@ -355,7 +355,68 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/tables", get(web::tables))
         .fallback(|| async { ApiError::not_found("no such route (see /v1/openapi.json)") })
         .layer(DefaultBodyLimit::max(max_body))
+        .layer(axum::middleware::from_fn_with_state(max_body, bounded_and_json))
         .with_state(shared)
+}
+
+/// Answers 413 from `Content-Length` before reading any of the body (a client announcing more
+/// than the limit and sending nothing must not hold the connection), and gives the plain-text
+/// answers of axum's own layers and extractors (413 over the limit, 405 for a method a route
+/// does not take, 400/415/422 from a body extractor) the API's JSON error, keeping their
+/// headers (`Allow`). HTML answers of the web pages are left as they are.
+async fn bounded_and_json(
+    axum::extract::State(max_body): axum::extract::State<usize>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+    use axum::response::IntoResponse;
+    let announced =
+        req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
+    if let Some(len) = announced.filter(|&len| len > max_body as u64) {
+        // Lingering close: what of the body arrives within a second (at most twice the limit) is
+        // read and dropped, so a client still writing it reads the 413 instead of a reset; a
+        // client that sends nothing holds the connection no longer than that.
+        let body = req.into_body();
+        tokio::spawn(async move {
+            use futures::StreamExt as _;
+            let mut stream = body.into_data_stream();
+            let mut read = 0usize;
+            let drain = async {
+                while let Some(Ok(chunk)) = stream.next().await {
+                    read += chunk.len();
+                    if read > max_body.saturating_mul(2) {
+                        break;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drain).await;
+        });
+        return ApiError::new(
+            axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body is {len} bytes; at most {max_body} are accepted"),
+        )
+        .into_response();
+    }
+    let r = next.run(req).await;
+    let plain =
+        r.headers().get(CONTENT_TYPE).is_none_or(|v| v.to_str().is_ok_and(|t| t.starts_with("text/plain")));
+    if !(r.status().is_client_error() || r.status().is_server_error()) || !plain {
+        return r;
+    }
+    let status = r.status();
+    let (parts, body) = r.into_parts();
+    let text = axum::body::to_bytes(body, 64 * 1024).await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&text).trim().to_string();
+    let message =
+        if text.is_empty() { status.canonical_reason().unwrap_or("error").to_string() } else { text };
+    let mut out = ApiError::new(status, message).into_response();
+    for (name, value) in &parts.headers {
+        if name != CONTENT_TYPE && name != CONTENT_LENGTH {
+            out.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    out
 }
 
 async fn derive_loop(
