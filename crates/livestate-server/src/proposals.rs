@@ -290,7 +290,8 @@ fn enabled(s: &Shared) -> Result<(), ApiError> {
 
 #[utoipa::path(post, path = "/v1/proposals", security(("token" = [])), request_body = NewProposal,
     responses((status = 201, description = "Recorded: id, offset and the tags pinning each cited snapshot"),
-        (status = 200, description = "The same idempotency key was used before: that proposal"),
+        (status = 200, description = "The same request was sent before with this idempotency key: that proposal"),
+        (status = 409, description = "The idempotency key was used before for a different request"),
         (status = 400, description = "Malformed, or a cited snapshot or row that does not exist"),
         (status = 403, description = "Only agents propose")))]
 pub(crate) async fn create(
@@ -305,7 +306,7 @@ pub(crate) async fn create(
     // A retry of a proposal already recorded (its answer lost, say, to a crash) gets that proposal,
     // even if a snapshot it cited has expired since.
     if let Some(existing) = s.store.get(&proposal_id(&agent, p.idempotency_key.as_deref()))? {
-        return Ok(duplicate(&existing.id, &existing));
+        return retried(&s, &p, &existing);
     }
     check_proposal(&s.ls.spec, &p)?;
     for (i, src) in p.sources.iter().enumerate() {
@@ -346,7 +347,7 @@ pub(crate) async fn create(
     let id = proposal_id(&agent, p.idempotency_key.as_deref());
     let _one_at_a_time = s.deciding.lock().await;
     if let Some(existing) = s.store.get(&id)? {
-        return Ok(duplicate(&id, &existing));
+        return retried(&s, &p, &existing);
     }
     // Pin each cited snapshot (once per table and snapshot).
     let mut pinned: Vec<(String, String)> = Vec::new();
@@ -397,6 +398,35 @@ pub(crate) async fn create(
     };
     Ok((StatusCode::CREATED, Json(json!({"id": id, "status": "pending", "offset": offset, "tags": tags})))
         .into_response())
+}
+
+/// The answer to a proposal sent with an idempotency key already used: the proposal it made
+/// when the request is the same one again, a 409 naming the key when it is not (a key names
+/// one request, not a slot to fill with another).
+fn retried(s: &Shared, p: &NewProposal, existing: &ProposalEntry) -> Result<Response, ApiError> {
+    /// What the agent sent, without what the server added (id, agent, time, the tags).
+    fn as_sent(mut v: Value) -> Value {
+        if let Some(o) = v.as_object_mut() {
+            for k in ["idempotency_key", "id", "agent", "created_at"] {
+                o.remove(k);
+            }
+            if let Some(Value::Array(sources)) = o.get_mut("sources") {
+                for src in sources.iter_mut().filter_map(Value::as_object_mut) {
+                    src.remove("tag");
+                }
+            }
+        }
+        v
+    }
+    let sent = as_sent(serde_json::to_value(p).map_err(ApiError::internal)?);
+    if sent == as_sent(document(s, existing)?) {
+        return Ok(duplicate(&existing.id, existing));
+    }
+    Err(ApiError::conflict(format!(
+        "idempotency_key `{}` was used for proposal {} with a different request; use a new key for a new proposal",
+        p.idempotency_key.as_deref().unwrap_or_default(),
+        existing.id
+    )))
 }
 
 /// The answer to a proposal sent again with the same idempotency key.

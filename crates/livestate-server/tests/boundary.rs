@@ -370,3 +370,40 @@ async fn an_approved_proposal_is_posted_to_the_module_webhook_until_it_answers_2
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert_eq!(got.lock().unwrap().len(), 1, "delivered once it was accepted");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotency_key_names_one_request_a_different_one_under_it_is_a_conflict() {
+    let mut server = start().await;
+    let (snapshot, _) = common::bolt_in_stock(&server, 5).await;
+    let agent = server.client("agent:procurement");
+    let proposal = |summary: &str, qty: i64| {
+        json!({
+            "kind": "replenishment_order", "module": "procurement", "summary": summary,
+            "action": {"item": "bolt", "qty": qty},
+            "sources": [{"table": "stock", "snapshot_id": snapshot, "keys": [{"item": "bolt"}]}],
+            "rule": {"name": "r", "version": "1", "text": "order up to target"},
+            "risk": {"level": "low"},
+            "idempotency_key": "night-run-1"
+        })
+    };
+    let first = agent.propose(&proposal("order 10 bolts", 10)).await.unwrap();
+    // The same request again (its answer lost, say): the same proposal.
+    let again = agent.propose(&proposal("order 10 bolts", 10)).await.unwrap();
+    assert_eq!(
+        (again["id"].clone(), again["duplicate"].clone()),
+        (first["id"].clone(), json!(true)),
+        "{again}"
+    );
+    let head = server.client("admin").health().await.unwrap()["record_next_offset"].clone();
+    // Another request under the same key: refused, naming the key and the proposal, nothing stored.
+    for other in [proposal("order 500 bolts", 500), proposal("order 10 bolts", 11)] {
+        let e = agent.propose(&other).await.unwrap_err();
+        assert_eq!(e.status().map(|s| s.as_u16()), Some(409), "{e}");
+        let text = e.to_string();
+        assert!(text.contains("night-run-1") && text.contains(first["id"].as_str().unwrap()), "{text}");
+    }
+    assert_eq!(server.client("admin").health().await.unwrap()["record_next_offset"], head);
+    let listed = agent.proposals(None).await.unwrap();
+    assert_eq!(listed.to_string().matches("order 500 bolts").count(), 0, "{listed}");
+    server.stop().await;
+}
