@@ -1,5 +1,6 @@
 //! Derivation: the record, folded into every state table (and the archive), exactly once.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -184,20 +185,21 @@ impl Derivers {
             }
         }
         // Commit order: a table whose mappings look up another commits before it (see
-        // `commit_order`). `sink_of` follows the new positions.
-        let order = commit_order(spec, &tables);
-        let mut slots: Vec<Option<StateSink>> = tables.into_iter().map(Some).collect();
-        let tables: Vec<StateSink> =
-            order.iter().map(|&i| slots[i].take().expect("each table is placed once")).collect();
-        let new_slot: Vec<usize> = {
-            let mut v = vec![0; order.len()];
-            for (new, &old) in order.iter().enumerate() {
-                v[old] = new;
-            }
-            v
-        };
-        let sink_of = sink_of.into_iter().map(|s| s.map(|old| new_slot[old])).collect();
-        let readers = readers_by_slot(spec, &tables);
+        // `commit_order`); `sink_of` and the lookups follow the tables to their new slots.
+        let looked_up = lookups_by_slot(spec, &tables);
+        let order = commit_order(&looked_up);
+        let mut slot_of_old = vec![0; order.len()];
+        for (new, &old) in order.iter().enumerate() {
+            slot_of_old[old] = new;
+        }
+        let mut ranked: Vec<(usize, StateSink)> =
+            tables.into_iter().enumerate().map(|(old, t)| (slot_of_old[old], t)).collect();
+        ranked.sort_unstable_by_key(|(slot, _)| *slot);
+        let tables: Vec<StateSink> = ranked.into_iter().map(|(_, t)| t).collect();
+        let sink_of = sink_of.into_iter().map(|s| s.map(|old| slot_of_old[old])).collect();
+        let looked_up: Vec<BTreeSet<usize>> =
+            order.iter().map(|&old| looked_up[old].iter().map(|&t| slot_of_old[t]).collect()).collect();
+        let readers = readers_by_slot(&looked_up);
         Ok(Derivers {
             layout: layout.clone(),
             tables,
@@ -337,7 +339,7 @@ impl Derivers {
             .collect();
         split.dedup();
         // Tables that look one of them up commit first, at the same offset (`commit_order`).
-        let mut committing: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
+        let mut committing: BTreeSet<usize> = BTreeSet::new();
         for slot in split {
             committing.extend(self.readers[slot].iter().copied());
             committing.insert(slot);
@@ -606,25 +608,22 @@ impl Derivers {
     }
 }
 
-/// The order in which the derivers commit their tables: spec order, except that a table whose
-/// mappings look up another table comes before that table. A lookup join reads the other
-/// table as of its last commit, so a failure (a full disk, `kill -9`) between two commits must
-/// never leave the looked-up table committed past the table that reads it: a restart would
-/// derive that table's events again against a later row than the first pass read. With the
-/// reading table first, either both re-derive from the same commit or only the looked-up one
-/// does, and the rows come out the same. Tables in a lookup cycle keep spec order.
-fn commit_order(spec: &CompanySpec, tables: &[StateSink]) -> Vec<usize> {
-    let looked_up = lookups_by_slot(spec, tables);
-    let mut waiting_for = vec![0usize; tables.len()];
-    for ts in &looked_up {
-        for &t in ts {
-            waiting_for[t] += 1;
-        }
+/// The order in which the derivers commit their tables, as slots of `looked_up` (by slot: the
+/// other tables that table's mappings look up): spec order, except that a table whose mappings
+/// look up another table comes before that table. A lookup join reads the other table as of
+/// its last commit, so a failure (a full disk, `kill -9`) between two commits must never leave
+/// the looked-up table committed past the table that reads it: a restart would derive that
+/// table's events again against a later row than the first pass read. With the reading table
+/// first, either both re-derive from the same commit or only the looked-up one does, and the
+/// rows come out the same. Tables in a lookup cycle keep spec order.
+fn commit_order(looked_up: &[BTreeSet<usize>]) -> Vec<usize> {
+    let mut waiting_for = vec![0usize; looked_up.len()];
+    for &t in looked_up.iter().flatten() {
+        waiting_for[t] += 1;
     }
-    let mut ready: std::collections::BTreeSet<usize> =
-        (0..tables.len()).filter(|&i| waiting_for[i] == 0).collect();
-    let mut placed = vec![false; tables.len()];
-    let mut order = Vec::with_capacity(tables.len());
+    let mut ready: BTreeSet<usize> = (0..looked_up.len()).filter(|&i| waiting_for[i] == 0).collect();
+    let mut placed = vec![false; looked_up.len()];
+    let mut order = Vec::with_capacity(looked_up.len());
     while let Some(d) = ready.pop_first() {
         placed[d] = true;
         order.push(d);
@@ -635,15 +634,15 @@ fn commit_order(spec: &CompanySpec, tables: &[StateSink]) -> Vec<usize> {
             }
         }
     }
-    order.extend((0..tables.len()).filter(|&i| !placed[i]));
+    order.extend((0..looked_up.len()).filter(|&i| !placed[i]));
     order
 }
 
 /// By slot in `tables`: the other tables that table's mappings look up.
-fn lookups_by_slot(spec: &CompanySpec, tables: &[StateSink]) -> Vec<std::collections::BTreeSet<usize>> {
+fn lookups_by_slot(spec: &CompanySpec, tables: &[StateSink]) -> Vec<BTreeSet<usize>> {
     let slot: std::collections::HashMap<&str, usize> =
         tables.iter().enumerate().map(|(i, t)| (t.sink.name_in_spec(), i)).collect();
-    let mut looked_up: Vec<std::collections::BTreeSet<usize>> = vec![Default::default(); tables.len()];
+    let mut looked_up: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); tables.len()];
     for m in &spec.mappings {
         let Some(&d) = slot.get(m.table.as_str()) else { continue };
         for l in &m.lookups {
@@ -657,18 +656,17 @@ fn lookups_by_slot(spec: &CompanySpec, tables: &[StateSink]) -> Vec<std::collect
     looked_up
 }
 
-/// By slot in `tables`: every table that reads it through lookups, directly or not.
-fn readers_by_slot(spec: &CompanySpec, tables: &[StateSink]) -> Vec<Vec<usize>> {
-    let looked_up = lookups_by_slot(spec, tables);
-    let mut direct: Vec<Vec<usize>> = vec![Vec::new(); tables.len()];
+/// By slot: every table that reads it through lookups, directly or not, in slot order.
+fn readers_by_slot(looked_up: &[BTreeSet<usize>]) -> Vec<Vec<usize>> {
+    let mut direct: Vec<Vec<usize>> = vec![Vec::new(); looked_up.len()];
     for (d, ts) in looked_up.iter().enumerate() {
         for &t in ts {
             direct[t].push(d);
         }
     }
-    (0..tables.len())
+    (0..looked_up.len())
         .map(|t| {
-            let mut seen = std::collections::BTreeSet::new();
+            let mut seen = BTreeSet::new();
             let mut stack = direct[t].clone();
             while let Some(d) = stack.pop() {
                 if d != t && seen.insert(d) {
@@ -678,4 +676,29 @@ fn readers_by_slot(spec: &CompanySpec, tables: &[StateSink]) -> Vec<Vec<usize>> 
             seen.into_iter().collect()
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lookups(edges: &[&[usize]]) -> Vec<BTreeSet<usize>> {
+        edges.iter().map(|ts| ts.iter().copied().collect()).collect()
+    }
+
+    #[test]
+    fn a_table_that_looks_another_up_commits_before_it_and_the_rest_keep_spec_order() {
+        // stock (0), work_queue (1), open_orders (2) looking up stock, reservations (3) looking up open_orders.
+        let l = lookups(&[&[], &[], &[0], &[2]]);
+        assert_eq!(commit_order(&l), vec![1, 3, 2, 0]);
+        // Readers, directly or through another lookup.
+        assert_eq!(readers_by_slot(&l), vec![vec![2, 3], vec![], vec![3], vec![]]);
+    }
+
+    #[test]
+    fn tables_in_a_lookup_cycle_keep_spec_order_after_the_others() {
+        let l = lookups(&[&[1], &[0], &[]]);
+        assert_eq!(commit_order(&l), vec![2, 0, 1]);
+        assert_eq!(readers_by_slot(&l), vec![vec![1], vec![0], vec![]]);
+    }
 }
