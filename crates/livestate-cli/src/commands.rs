@@ -243,7 +243,7 @@ async fn emit(dir: &Path, input: &str, skip_invalid: bool, json: bool) -> anyhow
 /// `livestate serve` appends those (from proposals and decisions an agent and a person made
 /// through it, docs/api.md), so a proposal cannot be forged into the inbox from a shell.
 fn refuse_decisions(text: String) -> (String, Vec<livestate_engine::LineError>) {
-    let prefix = format!("{}.", livestate_server::auth::DECISIONS_MODULE);
+    let decisions = livestate_server::auth::DECISIONS_MODULE;
     let mut refused = Vec::new();
     let mut out = String::with_capacity(text.len());
     for (i, line) in text.split('\n').enumerate() {
@@ -252,24 +252,21 @@ fn refuse_decisions(text: String) -> (String, Vec<livestate_engine::LineError>) 
         }
         // Only a line that names the module is parsed here; the engine checks every line.
         let head = line
-            .contains(&prefix)
-            .then(|| serde_json::from_str::<serde_json::Value>(line).ok())
+            .contains(decisions)
+            .then(|| livestate_spec::LineHead::peek(line))
             .flatten()
-            .and_then(|v| {
-                let ty = v.get("type")?.as_str()?.to_string();
-                let id = v.get("id").and_then(|x| x.as_str()).map(str::to_string);
-                ty.starts_with(&prefix).then_some((ty, id))
-            });
+            .filter(|h| h.module() == decisions);
         match head {
-            Some((ty, id)) => refused.push(livestate_engine::LineError {
+            Some(h) => refused.push(livestate_engine::LineError {
                 line: i + 1,
-                id,
                 error: livestate_spec::EventError::new(
                     "type",
                     format!(
-                        "`{ty}` events are appended only by `livestate serve`, from the proposals and decisions made through it"
+                        "`{}` events are appended only by `livestate serve`, from the proposals and decisions made through it",
+                        h.event_type
                     ),
                 ),
+                id: h.id,
             }),
             None => out.push_str(line),
         }
@@ -311,14 +308,13 @@ async fn derive(dir: &Path, once: bool, commit_every: u64) -> anyhow::Result<()>
     // A signal ends the loop between steps, never inside one: a step dropped halfway would leave
     // events applied to the windows that its position does not count, and the final commit
     // would write them once more than a restart re-derives them.
-    let (stopped_tx, stopped) = tokio::sync::watch::channel(false);
+    let (stopped_tx, mut stop) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         stop_requested().await;
         let _ = stopped_tx.send(true);
     });
-    let mut stop = stopped.clone();
     loop {
-        if *stopped.borrow() {
+        if *stop.borrow() {
             break;
         }
         let step = derivers.step(&ls.record, &ls.spec).await?;

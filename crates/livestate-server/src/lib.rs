@@ -568,23 +568,20 @@ async fn post_events(
         if line.trim().is_empty() {
             continue;
         }
-        let Some(ty) = serde_json::from_str::<Value>(line)
-            .ok()
-            .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_string))
-        else {
+        let Some(head) = livestate_spec::LineHead::peek(line) else {
             continue; // the event check names what is wrong with the line
         };
-        let module = s.ls.spec.events.get(&ty).map_or_else(
-            || ty.split_once('.').map_or(ty.clone(), |(m, _)| m.to_string()),
-            |e| e.module.clone(),
-        );
-        if module == auth::DECISIONS_MODULE {
+        if head.module() == auth::DECISIONS_MODULE {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
-                format!("line {}: `{ty}` events are written by the server from proposals and decisions; use /v1/proposals", i + 1),
+                format!(
+                    "line {}: `{}` events are written by the server from proposals and decisions; use /v1/proposals",
+                    i + 1,
+                    head.event_type
+                ),
             ));
         }
-        caller.require(Permission::Emit(module))?;
+        caller.require(Permission::Emit(head.module().to_string()))?;
     }
     let shared = Arc::clone(&s);
     let report = tokio::task::spawn_blocking(move || shared.ls.emit(&body, false).map_err(ApiError::from))

@@ -130,17 +130,8 @@ async fn sql_reads_with_receipts_and_time_travel_and_refuses_every_write() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_query_failing_on_its_own_values_is_the_callers_error_and_named() {
     let server = start().await;
-    let admin = server.client("admin");
     let agent = server.client("agent:procurement");
-    admin
-        .emit(&event(
-            "c1",
-            "inventory.stock_counted",
-            json!({"item": "bolt", "location": "north", "on_hand": 50}),
-        ))
-        .await
-        .unwrap();
-    admin.consistent_read(&[json!({"table": "stock"})]).await.unwrap();
+    common::bolt_in_stock(&server, 50).await;
     // On a column (computed while running) and on constants (folded while planning).
     for (q, named) in [
         ("SELECT on_hand / (on_hand - on_hand) FROM stock", "Divide by zero"),

@@ -175,7 +175,7 @@ impl Event {
 
     /// The module that emitted it (the type's prefix).
     pub fn module(&self) -> &str {
-        self.event_type.split('.').next().unwrap_or_default()
+        module_of(&self.event_type)
     }
 
     fn lookup(&self, offset: u64, name: &str) -> Option<Value> {
@@ -272,9 +272,54 @@ impl Event {
     }
 }
 
+/// The module an event type belongs to: the part of its name before the first dot (the whole
+/// name when it has none).
+pub fn module_of(event_type: &str) -> &str {
+    event_type.split('.').next().unwrap_or_default()
+}
+
+/// What a line says it is, read before any check, so that who may append it can be decided
+/// before anything else is: its `type`, and its `id` when that is a string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineHead {
+    pub event_type: String,
+    pub id: Option<String>,
+}
+
+impl LineHead {
+    /// `None` when the line is not a JSON object with a string `type` (the event check then
+    /// names what is wrong with it).
+    pub fn peek(line: &str) -> Option<LineHead> {
+        let v: serde_json::Value = serde_json::from_str(line).ok()?;
+        Some(LineHead {
+            event_type: v.get("type")?.as_str()?.to_string(),
+            id: v.get("id").and_then(serde_json::Value::as_str).map(str::to_string),
+        })
+    }
+
+    /// The module its type belongs to ([`module_of`]).
+    pub fn module(&self) -> &str {
+        module_of(&self.event_type)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_head_is_its_type_module_and_string_id_and_nothing_for_other_lines() {
+        let h = LineHead::peek(r#"{"id":"d1","type":"decisions.proposal_created","data":{}}"#).unwrap();
+        assert_eq!(
+            (h.event_type.as_str(), h.module(), h.id.as_deref()),
+            ("decisions.proposal_created", "decisions", Some("d1"))
+        );
+        let h = LineHead::peek(r#"{"id":7,"type":"nodot"}"#).unwrap();
+        assert_eq!((h.module(), h.id.as_deref()), ("nodot", None));
+        for line in ["[1]", "null", r#"{"type":1}"#, r#"{"id":"x"}"#, "{"] {
+            assert_eq!(LineHead::peek(line), None, "{line}");
+        }
+    }
 
     fn spec() -> CompanySpec {
         CompanySpec::from_sources(&[(

@@ -42,7 +42,7 @@ pub use company::{
     Action, CompanySpec, DerivedBy, EventType, FieldSpec, Lookup, Mapping, MergeEngine, TableSpec, Trigger,
 };
 pub use error::{EventError, Problem, SpecError};
-pub use event::{Event, EventEnvelope, RowOp};
+pub use event::{module_of, Event, EventEnvelope, LineHead, RowOp};
 pub use freshness::Freshness;
 pub use merge::Merger;
 pub use types::{Value, ValueType};

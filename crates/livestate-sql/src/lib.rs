@@ -70,7 +70,8 @@ impl SqlError {
     fn of_datafusion(e: &datafusion::error::DataFusionError, other: fn(String) -> SqlError) -> SqlError {
         use datafusion::arrow::error::ArrowError;
         use datafusion::error::DataFusionError;
-        let data = match e.find_root() {
+        let root = e.find_root();
+        let data = match root {
             DataFusionError::ArrowError(a, _) => matches!(
                 a.as_ref(),
                 ArrowError::DivideByZero
@@ -81,7 +82,7 @@ impl SqlError {
             _ => false,
         };
         if data {
-            SqlError::Data(e.find_root().to_string())
+            SqlError::Data(root.to_string())
         } else {
             other(e.to_string())
         }
