@@ -17,6 +17,14 @@ use crate::types::ValueType;
 /// (a data file in the spec directory) rather than a spec.
 pub const MAX_SPEC_FILE_BYTES: u64 = 1 << 20;
 
+/// Largest spec directory read (4 MiB over all its files).
+pub const MAX_SPEC_BYTES: u64 = 4 << 20;
+
+/// Most state tables, event types, mappings and triggers a spec may declare, each. A company's
+/// spec is written by hand; every table costs a Paimon table, a writer and index state, so a
+/// spec of thousands is a mistake, and the lookup graph and index metadata grow with its size.
+pub const MAX_SPEC_ITEMS: usize = 1000;
+
 /// Names every event carries besides its data fields.
 pub const ENVELOPE_NAMES: [(&str, ValueType); 5] = [
     ("$event.id", ValueType::String),
@@ -187,9 +195,29 @@ impl CompanySpec {
         }
         let mut sources = Vec::new();
         let mut too_big = Vec::new();
+        let mut total = 0u64;
         for f in files {
             let io = |source| SpecError::Io { path: f.clone(), source };
-            let len = std::fs::metadata(&f).map_err(io)?.len();
+            let meta = std::fs::metadata(&f).map_err(io)?;
+            let len = meta.len();
+            // A FIFO or a device named `*.toml` would block the read, or never end.
+            if !meta.is_file() {
+                too_big.push(Problem {
+                    file: f,
+                    at: "(file)".into(),
+                    message: "not a regular file; a spec file must be one".into(),
+                });
+                continue;
+            }
+            total += len;
+            if total > MAX_SPEC_BYTES {
+                too_big.push(Problem {
+                    file: f,
+                    at: "(directory)".into(),
+                    message: format!("the spec's files hold more than {} MiB together", MAX_SPEC_BYTES >> 20),
+                });
+                break;
+            }
             if len > MAX_SPEC_FILE_BYTES {
                 too_big.push(Problem {
                     file: f,
@@ -713,6 +741,20 @@ impl Builder {
             }
             if let Some(t) = self.add_trigger(&file, name.clone(), t) {
                 triggers.insert(name, t);
+            }
+        }
+        for (what, n) in [
+            ("tables", self.tables.len()),
+            ("events", self.events.len()),
+            ("mappings", mappings.len()),
+            ("triggers", triggers.len()),
+        ] {
+            if n > MAX_SPEC_ITEMS {
+                self.problems.push(Problem {
+                    file: PathBuf::from("(spec)"),
+                    at: what.into(),
+                    message: format!("{n} declared; a spec may declare at most {MAX_SPEC_ITEMS}"),
+                });
             }
         }
         if self.problems.is_empty() && self.tables.is_empty() {

@@ -102,7 +102,32 @@ impl Event {
                 ),
             ));
         }
-        event.row_ops(spec, 0)?;
+        // What may be stored: checked here, on the way in, and not when a recorded event is
+        // derived again, so that no rule added later can stop the derivation of events recorded
+        // before it.
+        for (name, v) in &event.data {
+            if matches!(v, Value::String(s) if s.contains('\0')) {
+                return Err(EventError::new(
+                    format!("data.{name}"),
+                    "holds a NUL character (U+0000), which no string may hold",
+                ));
+            }
+        }
+        for op in event.row_ops(spec, 0)? {
+            let table = spec.table(&op.table).expect("row ops are made for tables of the spec");
+            for ((col, _), v) in table.columns.iter().zip(&op.row) {
+                let Value::String(s) = v else { continue };
+                if let (true, Some(c)) = (table.is_key(col), s.chars().find(|c| c.is_control())) {
+                    return Err(EventError::new(
+                        format!("mapping to {}", op.table),
+                        format!(
+                            "key column `{col}` would hold the control character U+{:04X}; a key may not hold control characters",
+                            u32::from(c)
+                        ),
+                    ));
+                }
+            }
+        }
         Ok(event)
     }
 
@@ -213,8 +238,20 @@ impl Event {
         offset: u64,
         fetch: &Fetch<'_>,
     ) -> Result<Vec<RowOp>, EventError> {
+        self.row_ops_each(spec, offset, fetch).into_iter().map(|r| r.map_err(|(_, e)| e)).collect()
+    }
+
+    /// As [`Event::row_ops_with`], each mapping on its own: a mapping that fails gives its
+    /// table and error in place of its row operation, and the others are still made (the
+    /// derivers quarantine the failed one and go on).
+    pub fn row_ops_each(
+        &self,
+        spec: &CompanySpec,
+        offset: u64,
+        fetch: &Fetch<'_>,
+    ) -> Vec<Result<RowOp, (String, EventError)>> {
         spec.derived_mappings_for(&self.event_type)
-            .filter_map(|m| self.apply(spec, m, offset, fetch).transpose())
+            .filter_map(|m| self.apply(spec, m, offset, fetch).map_err(|e| (m.table.clone(), e)).transpose())
             .collect()
     }
 
@@ -360,5 +397,24 @@ mod tests {
         assert!(e.reason.contains("2026-03-03T08:00:00.001Z is more than a day after"), "{e}");
         let e = Event::check_at(at("9999-12-31T23:59:59Z"), &spec, now).unwrap_err();
         assert_eq!(e.field, "occurred_at", "{e}");
+    }
+
+    #[test]
+    fn a_key_with_a_control_character_and_a_string_with_nul_are_refused_naming_where() {
+        let spec = spec();
+        let line = |item: &str| {
+            serde_json::json!({"id": "e1", "type": "inventory.counted", "occurred_at": "2026-03-01T00:00:00Z",
+                "data": {"item": item, "qty": 1}})
+            .to_string()
+        };
+        for (item, char_name) in [("bolt\u{1}", "U+0001"), ("bolt\nnut", "U+000A"), ("\u{7f}", "U+007F")] {
+            let e = Event::parse_line(&line(item), &spec).unwrap_err();
+            assert_eq!(e.field, "mapping to stock", "{e}");
+            assert!(e.reason.contains("key column `item`") && e.reason.contains(char_name), "{e}");
+        }
+        let e = Event::parse_line(&line("bolt\u{0}"), &spec).unwrap_err();
+        assert_eq!(e.field, "data.item", "{e}");
+        assert!(e.reason.contains("NUL"), "{e}");
+        assert!(Event::parse_line(&line("bolt ünïcode ✓"), &spec).is_ok());
     }
 }

@@ -590,9 +590,9 @@ impl Parser {
         match tok {
             Tok::Num(n) => {
                 if n.contains('.') {
-                    n.parse::<Decimal>()
+                    crate::types::exact_decimal(&n)
                         .map(|d| Expr::Literal(Value::Decimal(d)))
-                        .map_err(|_| format!("`{n}` at position {at} is not a number"))
+                        .map_err(|why| format!("`{n}` at position {at} is not an exact number: {why}"))
                 } else {
                     n.parse::<i64>()
                         .map(|i| Expr::Literal(Value::Int(i)))

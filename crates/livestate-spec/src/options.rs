@@ -69,7 +69,16 @@ const BOOL_OPTIONS: [&str; 3] =
 /// module, which sets this option on every state table).
 pub const THIN_MODE_OPTION: &str = "data-file.thin-mode";
 
-const FREE_OPTIONS: [&str; 1] = ["file.compression"];
+/// Parquet codecs both livestate's writer and Java Paimon take for `file.compression`.
+const COMPRESSIONS: [&str; 5] = ["zstd", "lz4", "snappy", "gzip", "none"];
+
+/// The largest `write-buffer-size` (memory held per table writer) and `target-file-size`.
+const MAX_WRITE_BUFFER_BYTES: u64 = 1 << 30;
+const MAX_TARGET_FILE_BYTES: u64 = 4 << 30;
+
+/// The largest value of a positive-integer option (`num-levels`: [`MAX_LEVELS`]).
+const MAX_INT_OPTION: u32 = 1_000_000;
+const MAX_LEVELS: u32 = 64;
 
 /// Options whose value is a memory size (`128 mb`, `64MB`, `1 gb`).
 const SIZE_OPTIONS: [&str; 2] = ["target-file-size", "write-buffer-size"];
@@ -138,11 +147,27 @@ pub fn check(
                 if !AGGREGATE_FUNCTIONS.contains(&v.as_str()) {
                     err(k, format!("unknown aggregate function `{v}`"));
                 }
+                // It applies to every value column without a function of its own.
+                for (col, ty) in columns {
+                    let own = format!("fields.{col}.aggregate-function");
+                    if primary_key.contains(col) || opts.contains_key(&own) {
+                        continue;
+                    }
+                    if let Some(why) = unfit_aggregate(v, col, *ty) {
+                        err(k, why);
+                    }
+                }
+            }
+            "file.compression" => {
+                if !COMPRESSIONS.contains(&v.as_str()) {
+                    err(k, format!("unknown codec `{v}` (one of {})", COMPRESSIONS.join(", ")));
+                }
             }
             _ if k.starts_with("fields.") => check_field_option(k, v, columns, primary_key, engine, &mut err),
             _ if INT_OPTIONS.contains(&k.as_str()) => {
-                if !v.parse::<u32>().is_ok_and(|n| n > 0) {
-                    err(k, format!("`{v}` is not a positive whole number"));
+                let max = if k == "num-levels" { MAX_LEVELS } else { MAX_INT_OPTION };
+                if !v.parse::<u32>().is_ok_and(|n| (1..=max).contains(&n)) {
+                    err(k, format!("`{v}` is not a whole number from 1 to {max}"));
                 }
             }
             _ if BOOL_OPTIONS.contains(&k.as_str()) => {
@@ -156,8 +181,13 @@ pub fn check(
                 }
             }
             _ if SIZE_OPTIONS.contains(&k.as_str()) => {
-                if !is_memory_size(v) {
-                    err(k, format!("`{v}` is not a size such as `128 mb` or `64mb`"));
+                let max = if k == "write-buffer-size" { MAX_WRITE_BUFFER_BYTES } else { MAX_TARGET_FILE_BYTES };
+                match memory_size(v) {
+                    None => err(k, format!("`{v}` is not a size such as `128 mb` or `64mb`")),
+                    Some(n) if n == 0 || n > max => {
+                        err(k, format!("`{v}` is outside 1 b to {} mb", max >> 20))
+                    }
+                    Some(_) => {}
                 }
             }
             "file.format" => {
@@ -165,7 +195,6 @@ pub fn check(
                     err(k, format!("`{v}`: livestate writes and compacts parquet files only"));
                 }
             }
-            _ if FREE_OPTIONS.contains(&k.as_str()) => {}
             _ => err(k, "unknown or unsupported Paimon option".into()),
         }
     }
@@ -180,6 +209,12 @@ pub fn check(
             "full-compaction.delta-commits",
             "a first-row table's changelog comes from `lookup`, which Java Paimon refuses together with this option (set changelog-producer = \"none\" to use it)".into(),
         );
+    }
+    let retained = |k: &str| opts.get(k).and_then(|v| v.parse::<u32>().ok());
+    if let (Some(min), Some(max)) = (retained("snapshot.num-retained.min"), retained("snapshot.num-retained.max")) {
+        if min > max {
+            err("snapshot.num-retained.min", format!("{min} is above snapshot.num-retained.max ({max})"));
+        }
     }
     if engine != MergeEngine::Aggregation && opts.keys().any(|k| k.ends_with(".aggregate-function")) {
         err("merge-engine", "aggregate functions need merge-engine = \"aggregation\"".into());
@@ -214,12 +249,8 @@ fn check_field_option(
             if primary_key.iter().any(|p| p == field) {
                 return err(k, format!("`{field}` is a key column and cannot be aggregated"));
             }
-            let numeric_only = matches!(v, "sum" | "product");
-            if numeric_only && !ty.is_numeric() {
-                err(k, format!("`{v}` needs a numeric column, `{field}` is {ty}"));
-            }
-            if matches!(v, "bool_and" | "bool_or") && *ty != ValueType::Bool {
-                err(k, format!("`{v}` needs a bool column, `{field}` is {ty}"));
+            if let Some(why) = unfit_aggregate(v, field, *ty) {
+                err(k, why);
             }
         }
         "ignore-retract" => {
@@ -235,11 +266,35 @@ fn check_field_option(
     }
 }
 
-/// Paimon's memory-size syntax: a whole number and an optional unit (b, kb, mb, gb).
-fn is_memory_size(v: &str) -> bool {
+/// Why aggregate function `f` cannot fold column `col` of type `ty`, if it cannot.
+fn unfit_aggregate(f: &str, col: &str, ty: ValueType) -> Option<String> {
+    let fits = match f {
+        "sum" | "product" => ty.is_numeric(),
+        "bool_and" | "bool_or" => ty == ValueType::Bool,
+        "listagg" => ty == ValueType::String,
+        _ => true,
+    };
+    let needs = match f {
+        "sum" | "product" => "a numeric",
+        "bool_and" | "bool_or" => "a bool",
+        _ => "a string",
+    };
+    (!fits).then(|| format!("`{f}` needs {needs} column, `{col}` is {ty}"))
+}
+
+/// Paimon's memory-size syntax, in bytes: a whole number and an optional unit (b, kb, mb,
+/// gb); `None` when it does not parse or does not fit 64 bits.
+fn memory_size(v: &str) -> Option<u64> {
     let v = v.trim().to_ascii_lowercase();
     let digits = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
-    digits > 0 && matches!(v[digits..].trim(), "" | "b" | "k" | "kb" | "m" | "mb" | "g" | "gb")
+    let unit: u64 = match v[digits..].trim() {
+        "" | "b" => 1,
+        "k" | "kb" => 1 << 10,
+        "m" | "mb" => 1 << 20,
+        "g" | "gb" => 1 << 30,
+        _ => return None,
+    };
+    v[..digits].parse::<u64>().ok()?.checked_mul(unit)
 }
 
 /// Paimon's duration syntax: a number and a unit (`ms`, `s`, `min`, `h`, `d`), space optional.
@@ -294,6 +349,36 @@ mod tests {
         ])
         .is_empty());
         assert!(errors(&[("merge-engine", "deduplicate"), ("full-compaction.delta-commits", "4")]).is_empty());
+    }
+
+    #[test]
+    fn options_derive_would_refuse_or_misuse_are_refused_at_load_by_name() {
+        let keys = |opts: &[(&str, &str)]| {
+            let e = errors(opts);
+            e.into_iter().map(|(k, m)| format!("{k}: {m}")).collect::<Vec<_>>()
+        };
+        // The default applies to every value column without a function of its own: `n`, an int.
+        assert!(keys(&[("merge-engine", "aggregation"), ("fields.default-aggregate-function", "sum")]).is_empty());
+        let e = keys(&[("merge-engine", "aggregation"), ("fields.default-aggregate-function", "listagg")]);
+        assert_eq!(e, ["fields.default-aggregate-function: `listagg` needs a string column, `n` is int"]);
+        assert!(keys(&[
+            ("merge-engine", "aggregation"),
+            ("fields.default-aggregate-function", "bool_or"),
+            ("fields.n.aggregate-function", "max"),
+        ])
+        .is_empty());
+        let e = keys(&[("file.compression", "brotli9")]);
+        assert!(e.len() == 1 && e[0].contains("unknown codec `brotli9`"), "{e:?}");
+        assert!(keys(&[("file.compression", "lz4")]).is_empty());
+        let e = keys(&[("snapshot.num-retained.min", "20"), ("snapshot.num-retained.max", "5")]);
+        assert!(e.len() == 1 && e[0].contains("20 is above snapshot.num-retained.max (5)"), "{e:?}");
+        let e = keys(&[("write-buffer-size", "1180591620717411303424")]);
+        assert!(e.len() == 1 && e[0].starts_with("write-buffer-size"), "{e:?}");
+        let e = keys(&[("write-buffer-size", "17179869184 gb")]);
+        assert!(e.len() == 1 && e[0].starts_with("write-buffer-size"), "2^64 bytes overflows: {e:?}");
+        assert!(keys(&[("write-buffer-size", "2 gb")]).len() == 1);
+        assert!(keys(&[("write-buffer-size", "256 mb")]).is_empty());
+        assert!(keys(&[("num-levels", "4294967295")]).len() == 1);
     }
 
     #[test]

@@ -128,11 +128,10 @@ impl Value {
             },
             ValueType::Decimal { precision, scale } => {
                 let d = match json {
-                    J::Number(n) => Decimal::from_str(&n.to_string())
-                        .or_else(|_| Decimal::from_scientific(&n.to_string()))
-                        .map_err(|_| format!("number {n} is not a representable decimal"))?,
-                    J::String(s) => Decimal::from_str(s.trim())
-                        .map_err(|_| format!("expected a decimal number, found \"{s}\""))?,
+                    J::Number(n) => exact_decimal(&n.to_string())
+                        .map_err(|why| format!("number {n} is not a representable decimal: {why}"))?,
+                    J::String(s) => exact_decimal(s.trim())
+                        .map_err(|why| format!("expected a decimal number, found \"{s}\": {why}"))?,
                     other => return Err(format!("expected a decimal number, found {}", json_kind(other))),
                 };
                 fit_decimal(d, precision, scale).map(Value::Decimal)
@@ -260,6 +259,39 @@ impl fmt::Display for Value {
     }
 }
 
+/// Parses decimal text (`12.50`, `-3`, `1.5e3`, `25E-2`) exactly: a number with more
+/// significant digits than a decimal holds (28) is refused, never rounded.
+///
+/// # Errors
+/// A message saying why the text is not an exact decimal.
+pub fn exact_decimal(text: &str) -> Result<Decimal, String> {
+    let (base, exp) = match text.find(['e', 'E']) {
+        Some(i) => (&text[..i], Some(&text[i + 1..])),
+        None => (text, None),
+    };
+    let unsigned = base.strip_prefix(['-', '+']).unwrap_or(base);
+    let numeric = unsigned.chars().any(|c| c.is_ascii_digit())
+        && unsigned.chars().all(|c| c.is_ascii_digit() || c == '.')
+        && unsigned.matches('.').count() <= 1;
+    if !numeric {
+        return Err("not a decimal number".into());
+    }
+    let too_many = || format!("more than {MAX_DECIMAL_PRECISION} significant digits would be rounded");
+    // Trailing zeros of a fraction are exact whatever their number (`0.1000…0` is 0.1); the
+    // value keeps the scale it was written with while a decimal can hold it.
+    let places = base.split_once('.').map_or(0, |(_, f)| f.len());
+    let trimmed = if places > 0 { base.trim_end_matches('0').trim_end_matches('.') } else { base };
+    let mut d = Decimal::from_str_exact(trimmed).map_err(|_| too_many())?;
+    if places <= MAX_DECIMAL_PRECISION as usize {
+        d.rescale(places as u32);
+    }
+    let Some(exp) = exp else { return Ok(d) };
+    let exp: i32 = exp.parse().map_err(|_| format!("exponent `{exp}` is not a whole number"))?;
+    // `d` holds at most 28 digits, so this reads them without rounding; a scale past 28 or a
+    // value past the largest decimal is an error, not a rounding.
+    Decimal::from_scientific(&format!("{d}e{exp}")).map_err(|_| too_many())
+}
+
 /// Rescales `d` to `scale` and checks it fits `precision` digits. Rounding is refused.
 ///
 /// # Errors
@@ -366,6 +398,25 @@ mod tests {
         );
         assert!("decimal(2,3)".parse::<ValueType>().unwrap_err().contains("exceeds"));
         assert!("varchar".parse::<ValueType>().unwrap_err().contains("unknown type `varchar`"));
+    }
+
+    #[test]
+    fn a_decimal_with_more_digits_than_a_decimal_holds_is_refused_not_rounded() {
+        let ty = ValueType::Decimal { precision: 10, scale: 2 };
+        for text in ["0.10000000000000000000000000001", "1234567890123456789012345678901"] {
+            let number: serde_json::Value = serde_json::from_str(text).unwrap();
+            for json in [number, serde_json::json!(text)] {
+                let err = Value::from_json(&json, ty).unwrap_err();
+                assert!(err.contains("significant digits would be rounded"), "{json}: {err}");
+            }
+        }
+        // Exact however it is written: trailing zeros, an exponent, a sign.
+        for (text, want) in [("0.1000000000000000000000000000000", "0.10"), ("1.5e1", "15.00"), ("-25E-2", "-0.25")] {
+            let number: serde_json::Value = serde_json::from_str(text).unwrap();
+            assert_eq!(Value::from_json(&number, ty).unwrap().to_json(), serde_json::json!(want), "{text}");
+        }
+        assert!(exact_decimal("1e-40").is_err());
+        assert!(exact_decimal("1e40").is_err());
     }
 
     #[test]
