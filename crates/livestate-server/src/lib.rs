@@ -68,6 +68,8 @@ pub struct ServeConfig {
     pub webhooks: BTreeMap<String, String>,
     /// Largest request body accepted (larger ones get 413).
     pub max_body_bytes: usize,
+    /// Where `POST /v1/sql` queries run, and their limits (clones share threads and counts).
+    pub sql: livestate_sql::Queries,
 }
 
 impl Default for ServeConfig {
@@ -77,6 +79,7 @@ impl Default for ServeConfig {
             tag_retention: "400 d".into(),
             webhooks: BTreeMap::new(),
             max_body_bytes: 4 << 20,
+            sql: livestate_sql::Queries::new(livestate_sql::Limits::default()),
         }
     }
 }

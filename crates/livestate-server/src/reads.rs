@@ -378,6 +378,12 @@ pub(crate) async fn metrics(State(s): State<Arc<Shared>>, caller: Caller) -> Res
         "counter",
         vec![(String::new(), s.ls.record.next_offset() as f64)],
     );
+    family(
+        "livestate_sql_queries_running",
+        "SQL queries admitted and not yet finished (a stopped query counts until its work has ended).",
+        "gauge",
+        vec![(String::new(), s.config.sql.running() as f64)],
+    );
     let counts = s.store.counts()?;
     family(
         "livestate_proposals",
@@ -425,30 +431,56 @@ pub struct SqlRequest {
     pub limit: Option<usize>,
 }
 
-/// Longest a SQL query may run.
-const SQL_TIME_LIMIT: Duration = Duration::from_secs(30);
+/// Most rows one SQL answer may hold, whatever the request asks.
+const SQL_MAX_ROWS: usize = 10_000;
+
+/// Seconds a caller turned away for load is told to wait (`Retry-After`).
+const SQL_RETRY_AFTER_SECONDS: u64 = 1;
+
+/// The answer to a query that was not answered: 413 for text over the limit, 408 past the
+/// time limit, 429 (with `Retry-After`) past a concurrency limit, 503 (with `Retry-After`)
+/// when all queries together hold their memory, 400 for the caller's query otherwise, 500
+/// for ours.
+fn sql_error(e: livestate_sql::SqlError) -> Response {
+    use axum::http::StatusCode;
+    use livestate_sql::SqlError;
+    let status = match &e {
+        SqlError::TextTooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        SqlError::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
+        SqlError::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
+        SqlError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
+        e if e.is_input_error() => StatusCode::BAD_REQUEST,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    let mut r = ApiError::new(status, e.to_string()).into_response();
+    if e.is_retryable() {
+        r.headers_mut().insert(header::RETRY_AFTER, SQL_RETRY_AFTER_SECONDS.into());
+    }
+    r
+}
 
 #[utoipa::path(post, path = "/v1/sql", security(("token" = [])), request_body = SqlRequest,
-    responses((status = 200, description = "`columns`, `rows`, `truncated` and a receipt per table read"),
-        (status = 400, description = "Not a single read-only query (the refusal names the operator), or it does not plan"),
-        (status = 408, description = "Ran past the time limit")))]
+    responses((status = 200, description = "`columns`, `rows`, `truncated` (rows were cut at the row limit or at 16 MiB of JSON) and a receipt per table read"),
+        (status = 400, description = "Not a single read-only query (the refusal names the operator), it does not plan, it nests too deep or has too many tokens or list items (the refusal names line and column), it failed on its values (division by zero, a failed cast), or it passed its memory limit or a function's value limit (named)"),
+        (status = 401, description = "No valid token"), (status = 403, description = "The caller may not read"),
+        (status = 408, description = "Planning and running took longer than the time limit; the query was stopped"),
+        (status = 413, description = "The query text is longer than the limit (64 KiB), or the body longer than the server takes"),
+        (status = 429, description = "The caller, or all callers together, run as many queries as the limit allows; `Retry-After` says when to try again"),
+        (status = 503, description = "All running queries together hold the memory queries may take; `Retry-After` says when to try again")))]
 pub(crate) async fn sql(
     State(s): State<Arc<Shared>>,
     caller: Caller,
     body: axum::body::Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     caller.require(Permission::Read)?;
     let req: SqlRequest = parse_body(&body)?;
-    let limits =
-        livestate_sql::Limits { rows: req.limit.unwrap_or(1000).clamp(1, 10_000), time: SQL_TIME_LIMIT };
-    let answer = livestate_sql::query(&s.ls.catalog, &s.ls.spec, &s.ls.lag_source(), &req.query, limits)
-        .await
-        .map_err(|e| match e {
-            livestate_sql::SqlError::Timeout(_) => {
-                ApiError::new(axum::http::StatusCode::REQUEST_TIMEOUT, e.to_string())
-            }
-            e if e.is_input_error() => ApiError::bad_request(e.to_string()),
-            e => ApiError::internal(e),
-        })?;
-    Ok(Json(serde_json::to_value(answer).map_err(ApiError::internal)?))
+    let queries = &s.config.sql;
+    let rows = req.limit.unwrap_or(queries.limits().rows).clamp(1, SQL_MAX_ROWS);
+    // Dropping this future (the client went away) aborts the query's work.
+    let answer =
+        queries.run(&caller.0.name, &s.ls.catalog, &s.ls.spec, &s.ls.lag_source(), &req.query, rows).await;
+    match answer {
+        Ok(answer) => Ok(Json(serde_json::to_value(answer).map_err(ApiError::internal)?).into_response()),
+        Err(e) => Ok(sql_error(e)),
+    }
 }

@@ -1,7 +1,10 @@
 //! `POST /v1/sql`: read-only SQL with receipts and time travel; writes of every kind are
-//! refused on the plan and change nothing.
+//! refused on the plan and change nothing; no query takes more than its share (time,
+//! depth, size, values, concurrency), and a query whose client goes away stops.
 
 mod common;
+
+use std::time::{Duration, Instant};
 
 use common::{event, start};
 use serde_json::{json, Value};
@@ -146,4 +149,204 @@ async fn a_query_failing_on_its_own_values_is_the_callers_error_and_named() {
     // The server goes on answering.
     let rows = agent.sql("SELECT on_hand FROM stock", None).await.unwrap();
     assert_eq!(rows["rows"], json!([{"on_hand": 50}]));
+}
+
+/// A server whose SQL queries run under `limits`.
+async fn start_sql(limits: livestate_sql::Limits) -> common::TestServer {
+    common::start_with(livestate_server::ServeConfig {
+        sql: livestate_sql::Queries::new(limits),
+        ..Default::default()
+    })
+    .await
+}
+
+/// A query that runs for minutes unless stopped.
+const ENDLESS: &str = "SELECT count(*) AS n FROM generate_series(1, 1000000000000) AS t(v)";
+
+/// `POST /v1/sql` as `principal`, raw: status, headers and the JSON body.
+async fn post_sql(
+    server: &common::TestServer,
+    principal: &str,
+    query: &str,
+) -> (u16, reqwest::header::HeaderMap, Value) {
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/sql", server.url()))
+        .bearer_auth(&server.tokens[principal])
+        .json(&json!({ "query": query }))
+        .send()
+        .await
+        .unwrap();
+    let (status, headers) = (r.status().as_u16(), r.headers().clone());
+    (status, headers, r.json().await.unwrap())
+}
+
+/// The `livestate_sql_queries_running` gauge of `/metrics`.
+async fn sql_running(server: &common::TestServer) -> u64 {
+    let text = reqwest::Client::new()
+        .get(format!("{}/metrics", server.url()))
+        .bearer_auth(&server.tokens["admin"])
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let line =
+        text.lines().find(|l| l.starts_with("livestate_sql_queries_running ")).expect("the gauge is there");
+    line.rsplit(' ').next().unwrap().parse::<f64>().unwrap() as u64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_four_way_cross_join_is_stopped_at_its_time_limit_while_health_and_other_reads_are_served() {
+    let limits = livestate_sql::Limits { time: Duration::from_secs(3), workers: 1, ..Default::default() };
+    let server = start_sql(limits).await;
+    let admin = server.client("admin");
+    let lines: String = (0..100)
+        .map(|i| {
+            event(
+                &format!("c{i}"),
+                "inventory.stock_counted",
+                json!({"item": format!("i{i}"), "location": "north", "on_hand": i}),
+            )
+        })
+        .collect();
+    admin.emit(&lines).await.unwrap();
+    admin.consistent_read(&[json!({"table": "stock"})]).await.unwrap();
+
+    let agent = server.client("agent:procurement");
+    let watcher = server.client("admin");
+    watcher.health().await.unwrap();
+    let started = Instant::now();
+    let cross = tokio::spawn(async move {
+        agent
+            .sql("SELECT sum(a.on_hand + b.on_hand * c.on_hand - d.on_hand) AS s FROM stock a, stock b, stock c, stock d", None)
+            .await
+    });
+    // While it runs: health within 100 ms, and another principal's reads and queries.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let other = server.client("person:ana");
+    let mut took = Vec::new();
+    for _ in 0..10 {
+        let t = Instant::now();
+        watcher.health().await.unwrap();
+        took.push(t.elapsed());
+        let rows = other.rows("stock", &[("item", "i7")]).await.unwrap();
+        assert_eq!(rows["rows"][0]["on_hand"], json!(7));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        took.iter().all(|t| *t < Duration::from_millis(100)),
+        "/v1/health took {took:?} during the query"
+    );
+    assert_eq!(sql_running(&server).await, 1, "the cross join was still running meanwhile");
+    let e = cross.await.unwrap().unwrap_err();
+    assert_eq!(e.status().map(|s| s.as_u16()), Some(408), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(6), "{:?}", started.elapsed());
+    assert!(e.to_string().contains("longer than 3s"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deep_wide_and_long_queries_are_refused_before_planning_and_the_deepest_accepted_runs() {
+    let server = start_sql(livestate_sql::Limits::default()).await;
+    common::bolt_in_stock(&server, 50).await;
+    let agent = server.client("agent:procurement");
+    let status = |e: &livestate_client::ClientError| e.status().map(|s| s.as_u16());
+    // A few kilobytes of 1+1+…: a stack overflow once, now a 400 naming line and column.
+    let e = agent.sql(&format!("SELECT 1{}", "+1".repeat(3000)), None).await.unwrap_err();
+    assert_eq!(status(&e), Some(400), "{e}");
+    assert!(e.to_string().contains("nesting depth reaches 129 at line 1, column"), "{e}");
+    // The deepest accepted: 128 chained operators over a column, planned and run.
+    let deepest = format!("SELECT on_hand{} AS x FROM stock", " + on_hand".repeat(128));
+    let a = agent.sql(&deepest, None).await.unwrap();
+    assert_eq!(a["rows"], json!([{"x": 50 * 129}]));
+    let e = agent
+        .sql(&format!("SELECT on_hand{} AS x FROM stock", " + on_hand".repeat(129)), None)
+        .await
+        .unwrap_err();
+    assert_eq!(status(&e), Some(400), "{e}");
+    // Thousands of columns: refused at once (planning them took minutes).
+    let started = Instant::now();
+    let e =
+        agent.sql(&format!("SELECT on_hand{} FROM stock", ", on_hand".repeat(5000)), None).await.unwrap_err();
+    assert_eq!(status(&e), Some(400), "{e}");
+    assert!(e.to_string().contains("items in one list reaches 1025"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+    // Text over the size limit: 413.
+    let e = agent.sql(&format!("SELECT '{}' AS s", "x".repeat(70_000)), None).await.unwrap_err();
+    assert_eq!(status(&e), Some(413), "{e}");
+    assert!(e.to_string().contains("over the limit of 64 KiB"), "{e}");
+    assert_eq!(agent.sql("SELECT on_hand FROM stock", None).await.unwrap()["rows"], json!([{"on_hand": 50}]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn functions_asked_for_huge_values_answer_400_naming_the_function() {
+    let server = start_sql(livestate_sql::Limits::default()).await;
+    let agent = server.client("agent:procurement");
+    for (q, named) in [
+        ("SELECT repeat('x', 2000000000)", "repeat"),
+        ("SELECT array_repeat(1, 2000000000)", "array_repeat"),
+        ("SELECT lpad('x', 2000000000)", "lpad"),
+        ("SELECT rpad('x', 2000000000)", "rpad"),
+        ("SELECT range(0, 2000000000)", "range"),
+        ("SELECT generate_series(1, 2000000000)", "generate_series"),
+        ("SELECT array_resize([1], 2000000000, 0)", "array_resize"),
+    ] {
+        let e = agent.sql(q, None).await.expect_err(q);
+        assert_eq!(e.status().map(|s| s.as_u16()), Some(400), "{q}: {e}");
+        assert!(e.to_string().contains(&format!("`{named}` would build")), "{q}: {e}");
+        assert!(e.to_string().contains("16 MiB"), "{q}: {e}");
+    }
+    let a = agent.sql("SELECT repeat('ab', 2) AS r", None).await.unwrap();
+    assert_eq!(a["rows"], json!([{"r": "abab"}]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principal_over_its_query_limit_gets_429_with_retry_after_and_others_are_served() {
+    let limits =
+        livestate_sql::Limits { per_principal: 1, time: Duration::from_secs(600), ..Default::default() };
+    let server = start_sql(limits).await;
+    let agent = server.client("agent:procurement");
+    let endless = tokio::spawn(async move { agent.sql(ENDLESS, None).await });
+    common::eventually("the endless query to run", || async {
+        (sql_running(&server).await == 1).then_some(())
+    })
+    .await;
+    let (status, headers, body) = post_sql(&server, "agent:procurement", "SELECT 1 AS one").await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(headers.get("retry-after").map(|v| v.to_str().unwrap()), Some("1"));
+    assert!(headers.get("content-type").unwrap().to_str().unwrap().starts_with("application/json"));
+    assert!(
+        body["error"].as_str().unwrap().contains("agent:procurement runs 1 already, the limit per principal"),
+        "{body}"
+    );
+    // Another principal is served meanwhile.
+    let (status, _, body) = post_sql(&server, "person:ana", "SELECT 1 AS one").await;
+    assert_eq!((status, body["rows"].clone()), (200, json!([{"one": 1}])), "{body}");
+    endless.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_whose_client_disconnects_is_stopped_and_frees_its_place() {
+    use tokio::io::AsyncWriteExt;
+    let limits =
+        livestate_sql::Limits { per_principal: 1, time: Duration::from_secs(600), ..Default::default() };
+    let server = start_sql(limits).await;
+    let body = json!({ "query": ENDLESS }).to_string();
+    let mut socket = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let request = format!(
+        "POST /v1/sql HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        server.tokens["agent:procurement"],
+        body.len()
+    );
+    socket.write_all(request.as_bytes()).await.unwrap();
+    common::eventually("the query to run", || async { (sql_running(&server).await == 1).then_some(()) })
+        .await;
+    drop(socket);
+    let started = Instant::now();
+    common::eventually("the query to stop", || async { (sql_running(&server).await == 0).then_some(()) })
+        .await;
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    // The principal's one place is free again.
+    let (status, _, body) = post_sql(&server, "agent:procurement", "SELECT 1 AS one").await;
+    assert_eq!(status, 200, "{body}");
 }

@@ -13,20 +13,55 @@
 //!    join, aggregate, window, sort, limit, union, distinct, values, subquery, table scan).
 //!    DML, DDL, COPY, statements (SET, transactions), EXPLAIN ANALYZE and extensions are
 //!    refused, naming the operator.
-//! 3. The plan runs with a row limit and a time limit.
+//! 3. The plan runs under [`Limits`], enforced here for every caller (HTTP, MCP, CLI):
+//!    - the text's size, token count, list lengths and nesting depth are checked on the
+//!      tokenizer's output before anything recursive sees it ([`shape`]);
+//!    - planning and running happen on the threads of [`Queries`] (a runtime of their own
+//!      with large stacks), never the caller's, within a limit of queries at once overall
+//!      and per principal ([`SqlError::Busy`]);
+//!    - one wall-clock limit covers planning and running; when it passes, or when the caller
+//!      drops the future (an HTTP client that went away), the work is aborted;
+//!    - operators reserve memory from a pool of the query's limit inside one shared by all
+//!      queries, and sorts and aggregates spill to a temporary directory beyond it;
+//!    - every scalar function is checked against the size of what it builds, before it runs
+//!      for those whose output grows with an argument's value (`repeat`, `lpad`,
+//!      `array_repeat`, `range`, …), and after it runs for all ([`functions`]);
+//!    - the answer holds at most a number of rows and of JSON bytes, and says when it was
+//!      `truncated`.
 //!
 //! `VERSION AS OF` clauses (`stock VERSION AS OF 12`, `stock VERSION AS OF 'proposal-…'`) are
 //! found by a small scanner that skips string literals and comments; a clause it gets wrong
 //! can only make a query read the wrong version or fail, never write, because the checks
 //! above apply to whatever it produces. Every answer carries a receipt per table read.
+//!
+//! ```no_run
+//! # async fn example(catalog: &livestate_engine::Catalog, spec: &livestate_spec::CompanySpec,
+//! #     lag: &livestate_engine::LagSource<'_>) -> Result<(), livestate_sql::SqlError> {
+//! use livestate_sql::{Limits, Queries};
+//! let queries = Queries::new(Limits { time: std::time::Duration::from_secs(5), ..Limits::default() });
+//! let answer = queries.run("agent:procurement", catalog, spec, lag, "SELECT count(*) AS n FROM stock", 10).await?;
+//! println!("{:?} truncated: {}", answer.rows, answer.truncated);
+//! # Ok(()) }
+//! ```
+
+mod error;
+pub mod functions;
+mod limits;
+mod memory;
+mod pool;
+pub mod shape;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
 
 use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::execution::disk_manager::DiskManagerBuilder;
+use datafusion::execution::memory_pool::GreedyMemoryPool;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::LogicalPlan;
-use datafusion::prelude::SessionContext;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use futures::StreamExt;
 use livestate_engine::{At, Catalog, LagSource, Receipt};
 use livestate_spec::CompanySpec;
 use paimon::catalog::Identifier;
@@ -34,85 +69,9 @@ use paimon_datafusion::PaimonTableProvider;
 use serde::Serialize;
 use serde_json::Value;
 
-/// Why a query was not answered.
-#[derive(Debug, thiserror::Error)]
-pub enum SqlError {
-    /// The query does not parse or plan (unknown table or column, syntax, two statements).
-    #[error("the query cannot be planned: {0}")]
-    Plan(String),
-    /// The plan holds an operator that is not a read.
-    #[error("refused: only read-only queries are allowed, and this plan contains {0}")]
-    NotReadOnly(String),
-    /// A `VERSION AS OF` names a snapshot or tag that does not exist.
-    #[error("{0}")]
-    Version(String),
-    #[error("the query ran longer than {0:?} and was stopped")]
-    Timeout(Duration),
-    /// The query failed on the values it computed: a division by zero, a cast that does not
-    /// fit, an arithmetic overflow. The caller's error, like a plan error.
-    #[error("the query failed on its data: {0}")]
-    Data(String),
-    #[error("running the query: {0}")]
-    Exec(String),
-    #[error(transparent)]
-    Engine(Box<livestate_engine::EngineError>),
-}
-
-impl From<livestate_engine::EngineError> for SqlError {
-    fn from(e: livestate_engine::EngineError) -> SqlError {
-        SqlError::Engine(Box::new(e))
-    }
-}
-
-impl SqlError {
-    /// An error of planning or running a query: [`SqlError::Data`] when its root is a value the
-    /// query computed (division by zero, a failed cast, an overflow), else `other`.
-    fn of_datafusion(e: &datafusion::error::DataFusionError, other: fn(String) -> SqlError) -> SqlError {
-        use datafusion::arrow::error::ArrowError;
-        use datafusion::error::DataFusionError;
-        let root = e.find_root();
-        let data = match root {
-            DataFusionError::ArrowError(a, _) => matches!(
-                a.as_ref(),
-                ArrowError::DivideByZero
-                    | ArrowError::CastError(_)
-                    | ArrowError::ArithmeticOverflow(_)
-                    | ArrowError::ParseError(_)
-            ),
-            _ => false,
-        };
-        if data {
-            SqlError::Data(root.to_string())
-        } else {
-            other(e.to_string())
-        }
-    }
-
-    /// Whether the caller can fix it (a 4xx rather than a 5xx).
-    pub fn is_input_error(&self) -> bool {
-        matches!(
-            self,
-            SqlError::Plan(_)
-                | SqlError::NotReadOnly(_)
-                | SqlError::Version(_)
-                | SqlError::Timeout(_)
-                | SqlError::Data(_)
-        ) || matches!(self, SqlError::Engine(e) if livestate_engine::is_input_error(e.as_ref()))
-    }
-}
-
-/// Limits of one query.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    pub rows: usize,
-    pub time: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits { rows: 1000, time: Duration::from_secs(30) }
-    }
-}
+pub use error::{Busy, Shape, SqlError};
+pub use limits::Limits;
+pub use pool::Queries;
 
 /// A query's answer.
 #[derive(Debug, Clone, Serialize)]
@@ -279,10 +238,11 @@ pub fn check_read_only(plan: &LogicalPlan) -> Result<Vec<String>, SqlError> {
     }
 }
 
-/// Runs one read-only `sql` query over the state tables of `spec`.
+/// Runs one read-only `sql` query over the state tables of `spec` under `limits`, on threads
+/// started for it (as `livestate sql` does; a server keeps one [`Queries`] for all).
 ///
 /// # Errors
-/// [`SqlError`]: not read-only, not plannable, unknown version, too slow, or a read error.
+/// As [`Queries::run`].
 pub async fn query(
     catalog: &Catalog,
     spec: &CompanySpec,
@@ -290,14 +250,128 @@ pub async fn query(
     sql: &str,
     limits: Limits,
 ) -> Result<Answer, SqlError> {
-    let ctx = SessionContext::new();
+    Queries::new(limits).run("local", catalog, spec, lag, sql, limits.rows).await
+}
+
+/// What the task on the query threads hands back: only JSON, so nothing recursive of the
+/// query (plans, expressions) is dropped on the caller's thread.
+struct Ran {
+    columns: Vec<String>,
+    rows: Vec<Value>,
+    truncated: bool,
+    scanned: Vec<String>,
+}
+
+impl Queries {
+    /// Runs one read-only `sql` query of `principal` over the state tables of `spec`, with at
+    /// most `rows` rows in the answer (and at most [`Limits::output_bytes`] of them).
+    ///
+    /// # Errors
+    /// [`SqlError::TextTooLong`] and [`SqlError::TooComplex`] before anything runs;
+    /// [`SqlError::Busy`] when the concurrency limits are reached; [`SqlError::Plan`],
+    /// [`SqlError::NotReadOnly`], [`SqlError::Version`] for a query that is not a single read
+    /// of known tables; [`SqlError::Timeout`], [`SqlError::Memory`], [`SqlError::ValueTooLarge`]
+    /// and [`SqlError::Overloaded`] when a limit stopped it; [`SqlError::Data`] when it failed on
+    /// its values; [`SqlError::Exec`] and [`SqlError::Engine`] otherwise.
+    pub async fn run(
+        &self,
+        principal: &str,
+        catalog: &Catalog,
+        spec: &CompanySpec,
+        lag: &LagSource<'_>,
+        sql: &str,
+        rows: usize,
+    ) -> Result<Answer, SqlError> {
+        let limits = self.inner.limits;
+        shape::check(sql, &limits)?;
+        let permit = self.admit(principal)?;
+        let work = async move {
+            let (tables, text, registered) = tables(catalog, spec, lag, sql).await?;
+            let memory = Arc::clone(&self.inner.memory);
+            // The permit lives as long as the work, which may outlive the caller by the time
+            // an abort takes to land.
+            let mut task = self.spawn(async move {
+                let _permit = permit;
+                let ctx = session(&limits, memory, tables)?;
+                plan_and_run(ctx, text, rows, limits).await
+            })?;
+            let ran = match (&mut task.0).await {
+                Ok(ran) => ran?,
+                Err(e) if e.is_panic() => {
+                    let p = e.into_panic();
+                    let what = p
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    return Err(SqlError::Exec(format!("the query failed inside the engine: {what}")));
+                }
+                Err(e) => return Err(SqlError::Exec(format!("the query was stopped: {e}"))),
+            };
+            let mut receipts: BTreeMap<String, Receipt> = BTreeMap::new();
+            for s in ran.scanned {
+                if let Some((_, r)) = registered.get(&s) {
+                    receipts.entry(s).or_insert_with(|| r.clone());
+                }
+            }
+            Ok(Answer {
+                columns: ran.columns,
+                rows: ran.rows,
+                truncated: ran.truncated,
+                receipts: receipts.into_values().collect(),
+            })
+        };
+        tokio::time::timeout(limits.time, work).await.map_err(|_| SqlError::Timeout(limits.time))?
+    }
+}
+
+/// The query's session, with its memory pool (inside `memory`, shared by all queries), spill
+/// directory, bounded functions and `tables`. Built on the query threads: registering the
+/// functions is CPU work.
+fn session(
+    limits: &Limits,
+    memory: Arc<GreedyMemoryPool>,
+    tables: Vec<(String, Arc<PaimonTableProvider>)>,
+) -> Result<SessionContext, SqlError> {
+    let pool = memory::QueryPool::new(limits.memory_bytes, memory, limits.total_memory_bytes);
+    let runtime = RuntimeEnvBuilder::new()
+        .with_memory_pool(Arc::new(pool))
+        .with_disk_manager_builder(
+            DiskManagerBuilder::default().with_max_temp_directory_size(limits.spill_bytes),
+        )
+        .build_arc()
+        .map_err(|e| SqlError::Exec(format!("the query's runtime: {e}")))?;
+    let config = SessionConfig::new()
+        .with_batch_size(functions::BATCH_ROWS)
+        .with_target_partitions(limits.workers.max(1));
+    let mut builder =
+        SessionStateBuilder::new().with_config(config).with_runtime_env(runtime).with_default_features();
+    functions::bound(&mut builder, limits);
+    let ctx = SessionContext::new_with_state(builder.build());
+    for (name, provider) in tables {
+        ctx.register_table(name.as_str(), provider).map_err(|e| SqlError::Plan(e.to_string()))?;
+    }
+    Ok(ctx)
+}
+
+/// Providers for every table of `spec`, pinned to its latest snapshot, and one for each
+/// `VERSION AS OF` clause; the text with those clauses replaced by the names registered; the
+/// receipt of each registered name.
+#[allow(clippy::type_complexity)]
+async fn tables(
+    catalog: &Catalog,
+    spec: &CompanySpec,
+    lag: &LagSource<'_>,
+    sql: &str,
+) -> Result<(Vec<(String, Arc<PaimonTableProvider>)>, String, HashMap<String, (String, Receipt)>), SqlError> {
+    let mut tables = Vec::new();
     // Pin every table to its current latest snapshot, so the receipt names exactly what
     // the scan reads even if a commit lands meanwhile.
     let mut registered: HashMap<String, (String, Receipt)> = HashMap::new();
     for ts in spec.tables.values() {
         let receipt = livestate_engine::read::receipt(catalog, spec, &ts.name, &At::Latest, lag).await?;
         let provider = provider(catalog, &ts.name, receipt.snapshot_id.map(At::Snapshot)).await?;
-        ctx.register_table(ts.name.as_str(), provider).map_err(|e| SqlError::Plan(e.to_string()))?;
+        tables.push((ts.name.clone(), provider));
         registered.insert(ts.name.clone(), (ts.name.clone(), receipt));
     }
     // Time travel: each clause becomes a table of its own, pinned to that version.
@@ -315,48 +389,49 @@ pub async fn query(
             .map_err(|e| SqlError::Version(e.to_string()))?;
         let name = format!("{}__v{n}", v.table);
         let provider = provider(catalog, &v.table, Some(v.at.clone())).await?;
-        ctx.register_table(name.as_str(), provider).map_err(|e| SqlError::Plan(e.to_string()))?;
+        tables.push((name.clone(), provider));
         registered.insert(name.clone(), (v.table.clone(), receipt));
         text.replace_range(v.start..v.end, &format!("{name} AS {}", v.table));
     }
+    Ok((tables, text, registered))
+}
+
+/// Plans, checks and runs `text` in `ctx`; the answer's rows are cut at `rows` and at
+/// [`Limits::output_bytes`] of JSON.
+async fn plan_and_run(
+    ctx: SessionContext,
+    text: String,
+    rows: usize,
+    limits: Limits,
+) -> Result<Ran, SqlError> {
     let plan = ctx
         .state()
         .create_logical_plan(&text)
         .await
         .map_err(|e| SqlError::of_datafusion(&e, SqlError::Plan))?;
     let scanned = check_read_only(&plan)?;
-    let mut receipts: BTreeMap<String, Receipt> = BTreeMap::new();
-    for s in scanned {
-        if let Some((_, r)) = registered.get(&s) {
-            receipts.entry(s).or_insert_with(|| r.clone());
-        }
-    }
-    let run = async {
-        let df = ctx.execute_logical_plan(plan).await?;
-        let df = df.limit(0, Some(limits.rows.saturating_add(1)))?;
-        let columns: Vec<String> = df.schema().fields().iter().map(|f| f.name().clone()).collect();
-        let batches = df.collect().await?;
-        Ok::<_, datafusion::error::DataFusionError>((columns, batches))
-    };
-    let (columns, batches) = tokio::time::timeout(limits.time, run)
-        .await
-        .map_err(|_| SqlError::Timeout(limits.time))?
-        .map_err(|e| SqlError::of_datafusion(&e, SqlError::Exec))?;
-    let mut rows = Vec::new();
-    for b in &batches {
-        let mut w = arrow_json::ArrayWriter::new(Vec::new());
-        w.write(b).map_err(|e| SqlError::Exec(e.to_string()))?;
+    let exec = |e: datafusion::error::DataFusionError| SqlError::of_datafusion(&e, SqlError::Exec);
+    let df = ctx.execute_logical_plan(plan).await.map_err(exec)?;
+    let df = df.limit(0, Some(rows.saturating_add(1))).map_err(exec)?;
+    let columns: Vec<String> = df.schema().fields().iter().map(|f| f.name().clone()).collect();
+    let mut stream = df.execute_stream().await.map_err(exec)?;
+    let (mut out, mut bytes, mut truncated) = (Vec::new(), 0usize, false);
+    'batches: while let Some(batch) = stream.next().await {
+        let batch = batch.map_err(exec)?;
+        let batch = batch.slice(0, batch.num_rows().min(rows + 1 - out.len()));
+        let mut w = arrow_json::LineDelimitedWriter::new(Vec::new());
+        w.write(&batch).map_err(|e| SqlError::Exec(e.to_string()))?;
         w.finish().map_err(|e| SqlError::Exec(e.to_string()))?;
-        let bytes = w.into_inner();
-        if !bytes.is_empty() {
-            let arr: Vec<Value> =
-                serde_json::from_slice(&bytes).map_err(|e| SqlError::Exec(e.to_string()))?;
-            rows.extend(arr);
+        for line in w.into_inner().split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            if out.len() == rows || bytes + line.len() + 1 > limits.output_bytes {
+                truncated = true;
+                break 'batches;
+            }
+            bytes += line.len() + 1;
+            out.push(serde_json::from_slice(line).map_err(|e| SqlError::Exec(e.to_string()))?);
         }
     }
-    let truncated = rows.len() > limits.rows;
-    rows.truncate(limits.rows);
-    Ok(Answer { columns, rows, truncated, receipts: receipts.into_values().collect() })
+    Ok(Ran { columns, rows: out, truncated, scanned })
 }
 
 async fn provider(
