@@ -810,6 +810,27 @@ n = "int"
     }
 
     #[test]
+    fn a_spec_of_more_tables_than_the_limit_is_refused_naming_the_count() {
+        let tables: String = (0..=MAX_SPEC_ITEMS)
+            .map(|i| format!("[tables.t{i}]\nprimary_key = [\"k\"]\nfreshness = \"1s\"\ncolumns = {{ k = \"string\" }}\n"))
+            .collect();
+        let e = CompanySpec::from_sources(&[("s.toml".into(), tables)]).unwrap_err().to_string();
+        assert!(e.contains("1001 declared; a spec may declare at most 1000"), "{e}");
+    }
+
+    #[test]
+    fn a_fifo_named_like_a_spec_file_is_refused_instead_of_blocking_the_read() {
+        let dir = std::env::temp_dir().join(format!("livestate-spec-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("tables.toml");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let e = CompanySpec::load_dir(&dir).map(|_| ()).unwrap_err().to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(e.contains("tables.toml") && e.contains("not a regular file"), "{e}");
+    }
+
+    #[test]
     fn an_external_table_keeps_its_mappings_but_livestate_runs_only_its_own() {
         let spec = load(
             "[[mappings]]\nevent = \"m.a\"\ntable = \"t\"\nset = { k = \"k\", n = \"n\" }\n\
