@@ -74,6 +74,7 @@ pub fn tables(infos: &[TableInfo]) -> String {
         "files per bucket",
         "sorted runs",
         "rows in files",
+        "quarantined",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -111,6 +112,7 @@ pub fn tables(infos: &[TableInfo]) -> String {
                 per_bucket(&|b| b.files),
                 per_bucket(&|b| b.sorted_runs),
                 t.total_rows_in_files.map_or("-".into(), |n| n.to_string()),
+                t.quarantined.to_string(),
             ]
         })
         .collect();

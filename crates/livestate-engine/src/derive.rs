@@ -13,6 +13,7 @@ use crate::decode::{Decoded, Decoder};
 use crate::error::EngineError;
 use crate::index::Index;
 use crate::layout::{Layout, Status, TableProgress};
+use crate::quarantine::{Quarantine, Quarantined};
 use crate::schema::{ARCHIVE_TABLE, RECORD_DB, STATE_DB};
 use crate::sink::{TableLocks, TableSink, WindowAge};
 use crate::tail::{Tail, Taken};
@@ -79,6 +80,8 @@ pub struct Derivers {
     decoder: Option<Decoder>,
     /// The events this process appended, typed (the decode stage only catches up below it).
     tail: Arc<Tail>,
+    /// Row operations that failed, set aside (written before any commit covering them).
+    quarantine: Quarantine,
 }
 
 /// How long the derivers wait for an acknowledged event to reach the tail before they read it
@@ -200,6 +203,9 @@ impl Derivers {
         let looked_up: Vec<BTreeSet<usize>> =
             order.iter().map(|&old| looked_up[old].iter().map(|&t| slot_of_old[t]).collect()).collect();
         let readers = readers_by_slot(&looked_up);
+        let positions =
+            tables.iter().map(|t| (t.sink.name_in_spec().to_string(), t.sink.position)).collect();
+        let quarantine = Quarantine::open(layout, &positions)?;
         Ok(Derivers {
             layout: layout.clone(),
             tables,
@@ -210,6 +216,7 @@ impl Derivers {
             index: Arc::clone(index),
             decoder: None,
             tail: Arc::clone(tail),
+            quarantine,
         })
     }
 
@@ -248,6 +255,8 @@ impl Derivers {
         for ev in events {
             rows += self.apply(spec, ev).await.inspect_err(|_| self.decoder = None)?;
         }
+        // Before any commit or status covers the chunk's offsets.
+        self.quarantine.flush()?;
         for t in &mut self.tables {
             t.sink.position = t.sink.position.max(end);
         }
@@ -301,7 +310,6 @@ impl Derivers {
             self.archive_rows.push((recorded_at_ms, archive));
             rows += 1;
         }
-        let derivation = |message: String| EngineError::Derivation { offset, message };
         // Lookup joins read the other table as of its last commit (the lookup index).
         let ops = {
             let failed = std::cell::RefCell::new(None);
@@ -314,16 +322,37 @@ impl Derivers {
                         None
                     }
                 };
-            let ops = event.row_ops_with(spec, offset, &fetch).map_err(|e| derivation(e.to_string()))?;
+            let each = event.row_ops_each(spec, offset, &fetch);
+            // A lookup that could not be read is this process's failure, not the event's.
             if let Some(e) = failed.take() {
                 return Err(e);
             }
-            ops
+            each
         };
         let slot_of = |table: &str| {
             let slot = spec.tables.get_index_of(table).and_then(|i| self.sink_of[i]);
             slot.expect("row ops are only made for tables livestate derives")
         };
+        // A row operation that fails is quarantined; the event's others, and every later
+        // event, go on (a table derived again from before `offset` finds the same failure).
+        let ops: Vec<_> = ops
+            .into_iter()
+            .filter_map(|op| match op {
+                Ok(op) => Some(op),
+                Err((table, e)) => {
+                    if offset >= self.tables[slot_of(&table)].sink.position {
+                        self.quarantine.add(Quarantined {
+                            table,
+                            offset,
+                            event_id: event.id.clone(),
+                            event_type: event.event_type.clone(),
+                            message: e.to_string(),
+                        });
+                    }
+                    None
+                }
+            })
+            .collect();
         // An upsert of a row its window removed (partial-update, aggregation) must not share a
         // write with that delete: Paimon merges the two into the upsert alone, and the removed
         // row's other columns would come back. The table commits first, at this event's offset.
@@ -343,6 +372,9 @@ impl Derivers {
         for slot in split {
             committing.extend(self.readers[slot].iter().copied());
             committing.insert(slot);
+        }
+        if !committing.is_empty() {
+            self.quarantine.flush()?;
         }
         for slot in committing {
             let t = &mut self.tables[slot];
@@ -594,6 +626,7 @@ impl Derivers {
             // A table no event touched since its last commit is as fresh as the record's head.
             let through = s.checked_through();
             let lag_ms = crate::read::lag_ms(record, through, now)?;
+            let q = s.name.strip_prefix(STATE_DB).and_then(|t| self.quarantine.of(t.strip_prefix('.')?));
             status.tables.insert(
                 s.name.clone(),
                 TableProgress {
@@ -601,6 +634,8 @@ impl Derivers {
                     identifier: s.snapshot_id.map(|_| s.snapshot_identifier),
                     through,
                     lag_ms,
+                    quarantined: q.map_or(0, |q| q.count),
+                    last_quarantined: q.and_then(|q| q.latest.clone()),
                 },
             );
         }

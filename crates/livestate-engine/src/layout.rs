@@ -62,6 +62,10 @@ impl Layout {
     pub fn status_file(&self) -> PathBuf {
         self.dir.join("status.json")
     }
+    /// Row operations the derivers set aside (see `docs/formats/quarantine.md`).
+    pub fn quarantine_file(&self) -> PathBuf {
+        self.dir.join("quarantine.jsonl")
+    }
     pub fn is_initialized(&self) -> bool {
         self.spec_dir().is_dir() && (self.warehouse_dir().is_dir() || self.warehouse_config_file().is_file())
     }
@@ -129,6 +133,16 @@ pub struct TableProgress {
     pub identifier: Option<u64>,
     /// Lag measured by the writer when it wrote the status, in milliseconds.
     pub lag_ms: u64,
+    /// Row operations of this table the derivers set aside (`quarantine.jsonl`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub quarantined: u64,
+    /// The latest of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_quarantined: Option<crate::quarantine::Quarantined>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl TableProgress {
@@ -166,7 +180,13 @@ mod tests {
 
     #[test]
     fn checked_through_holds_for_its_snapshot_and_for_a_compaction_of_the_same_commit_only() {
-        let p = TableProgress { snapshot_id: Some(58), identifier: Some(17_693), through: 18_903, lag_ms: 0 };
+        let p = TableProgress {
+            snapshot_id: Some(58),
+            identifier: Some(17_693),
+            through: 18_903,
+            lag_ms: 0,
+            ..TableProgress::default()
+        };
         assert!(p.still_holds(Some(58), 17_693), "the same snapshot");
         assert!(p.still_holds(Some(59), 17_693), "a compaction after the commit");
         assert!(p.still_holds(Some(57), 17_693), "the commit, when the status named its compaction");

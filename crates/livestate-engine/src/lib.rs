@@ -18,6 +18,7 @@ pub mod index;
 mod layout;
 pub mod lease;
 pub mod local_io;
+pub mod quarantine;
 pub mod read;
 mod rows;
 pub mod schema;

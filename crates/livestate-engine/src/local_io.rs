@@ -93,7 +93,16 @@ impl Service for ExactReadService {
     }
 
     fn write(&self, ctx: &OperationContext, path: &str, args: OpWrite) -> Result<Self::Writer> {
-        self.inner.write(ctx, path, args)
+        let Some(tmp) = replaced_through(path) else {
+            return self.inner.write(ctx, path, args);
+        };
+        Ok(Box::new(RenameOnClose {
+            inner: self.inner.write(ctx, &tmp, args)?,
+            srv: self.inner.clone(),
+            ctx: ctx.clone(),
+            tmp,
+            path: path.to_string(),
+        }))
     }
 
     fn delete(&self, ctx: &OperationContext) -> Result<Self::Deleter> {
@@ -121,6 +130,46 @@ impl Service for ExactReadService {
 
     async fn presign(&self, ctx: &OperationContext, path: &str, args: OpPresign) -> Result<RpPresign> {
         self.inner.presign(ctx, path, args).await
+    }
+}
+
+/// The temporary file through which a file the `paimon` crate writes in place must be written:
+/// a tag (`tag/tag-NAME`) or a snapshot hint (`snapshot/LATEST`, `snapshot/EARLIEST`). Written in
+/// place, a `kill -9` mid-write leaves an empty or cut file that no Paimon reader accepts; written
+/// to `.NAME.<uuid>.tmp` beside it and renamed, it is whole or absent. The temporary name starts
+/// with a dot, as Java Paimon's do, so no listing of tags or snapshots takes it for one.
+/// `None` for every other file (data files, manifests and snapshots are written once, under
+/// names that nothing reads before a commit names them).
+fn replaced_through(path: &str) -> Option<String> {
+    let (dir, name) = path.rsplit_once('/')?;
+    let in_place = (dir.ends_with("/tag") && name.starts_with("tag-"))
+        || (dir.ends_with("/snapshot") && (name == "LATEST" || name == "EARLIEST"));
+    in_place.then(|| format!("{dir}/.{name}.{}.tmp", uuid::Uuid::new_v4()))
+}
+
+/// Writes a file through its temporary file ([`replaced_through`]) and renames it into place
+/// when the write closes.
+struct RenameOnClose {
+    inner: oio::Writer,
+    srv: Servicer,
+    ctx: OperationContext,
+    tmp: String,
+    path: String,
+}
+
+impl oio::Write for RenameOnClose {
+    async fn write(&mut self, bs: Buffer) -> Result<()> {
+        oio::WriteDyn::write_dyn(self.inner.as_mut(), bs).await
+    }
+
+    async fn close(&mut self) -> Result<opendal::Metadata> {
+        let meta = oio::WriteDyn::close_dyn(self.inner.as_mut()).await?;
+        self.srv.rename(&self.ctx, &self.tmp, &self.path, OpRename::new()).await?;
+        Ok(meta)
+    }
+
+    async fn abort(&mut self) -> Result<()> {
+        oio::WriteDyn::abort_dyn(self.inner.as_mut()).await
     }
 }
 
@@ -291,6 +340,34 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[tokio::test]
+    async fn a_tag_or_hint_is_whole_or_absent_while_it_is_written_and_other_files_are_written_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let op = operator().unwrap();
+        let tag_dir = dir.path().join("t/tag");
+        std::fs::create_dir_all(&tag_dir).unwrap();
+        let tag = tag_dir.join("tag-proposal-p1-s3");
+        let mut w = op.writer(&path_of(&tag)).await.unwrap();
+        w.write(b"{\"id\":3}".to_vec()).await.unwrap();
+        // A kill now would leave no tag at all: only the temporary file, which no listing of
+        // tags takes for one.
+        assert!(!tag.exists(), "nothing at the tag's name before the write closes");
+        let names: Vec<String> =
+            std::fs::read_dir(&tag_dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        assert!(names.len() == 1 && names[0].starts_with(".tag-proposal-p1-s3.") && names[0].ends_with(".tmp"), "{names:?}");
+        w.close().await.unwrap();
+        assert_eq!(std::fs::read(&tag).unwrap(), b"{\"id\":3}");
+        assert_eq!(std::fs::read_dir(&tag_dir).unwrap().count(), 1, "the temporary file was renamed");
+        // Rewriting a hint replaces it whole.
+        let hint = dir.path().join("t/snapshot/LATEST");
+        op.write(&path_of(&hint), b"12".to_vec()).await.unwrap();
+        op.write(&path_of(&hint), b"9".to_vec()).await.unwrap();
+        assert_eq!(std::fs::read(&hint).unwrap(), b"9");
+        assert_eq!(replaced_through("w/t/bucket-0/data-1.parquet"), None);
+        assert_eq!(replaced_through("w/t/snapshot/snapshot-3"), None);
+        assert_eq!(replaced_through("w/t/manifest/manifest-1"), None);
     }
 
     #[tokio::test]

@@ -102,6 +102,11 @@ pub struct TableInfo {
     pub total_rows_in_files: Option<i64>,
     /// Files, levels and sorted runs per bucket; snapshots and tags.
     pub health: livestate_lsm::TableHealth,
+    /// Row operations the derivers set aside because they failed (`livestate quarantine`), as
+    /// the writing process last reported.
+    pub quarantined: u64,
+    /// The latest of them.
+    pub last_quarantined: Option<crate::quarantine::Quarantined>,
 }
 
 /// How lag is measured: against the record (when this process may open it) or from the status
@@ -110,6 +115,15 @@ pub enum LagSource<'a> {
     /// Measured against the record; the status file (if any) says how far tables were checked.
     Record(&'a Record, Option<Status>),
     Status(Option<Status>),
+}
+
+impl LagSource<'_> {
+    /// The writing process's last status, if any.
+    pub fn status(&self) -> Option<&Status> {
+        match self {
+            LagSource::Record(_, status) | LagSource::Status(status) => status.as_ref(),
+        }
+    }
 }
 
 /// Milliseconds the event at `position` has waited, 0 when `position` is the record's head.
@@ -705,6 +719,7 @@ pub async fn tables(
         let (table, _) = get_table(catalog, spec, &ts.name).await?;
         let receipt = latest_receipt(&table, ts, lag).await?;
         let full = format!("{STATE_DB}.{}", ts.name);
+        let progress = lag.status().and_then(|st| st.tables.get(&full));
         let total = table
             .snapshot_manager()
             .get_latest_snapshot()
@@ -731,6 +746,8 @@ pub async fn tables(
             receipt,
             total_rows_in_files: total,
             health,
+            quarantined: progress.map_or(0, |p| p.quarantined),
+            last_quarantined: progress.and_then(|p| p.last_quarantined.clone()),
         });
     }
     Ok(out)

@@ -57,6 +57,29 @@ impl Maintainer {
                 keep.extend(snapshot_refs(&self.table, name, &s, true).await?);
             }
         }
+        // An empty tag file is one a crash cut before its first byte (livestate now writes tags
+        // through a temporary file and a rename, but an older writer wrote them in place): it
+        // pins nothing, and no Paimon reader accepts it. Its temporary file likewise.
+        for status in listing.iter().filter(|s| !s.is_dir) {
+            let rel = status.path.strip_prefix(&root).unwrap_or(&status.path).trim_start_matches('/');
+            let Some(file) = rel.strip_prefix("tag/") else { continue };
+            let old_enough = status.last_modified.is_some_and(|m| m.timestamp_millis() <= cutoff);
+            let cut = (file.starts_with("tag-") && status.size == 0)
+                || (file.starts_with(".tag-") && file.ends_with(".tmp"));
+            if old_enough && cut {
+                self.table
+                    .file_io()
+                    .delete_file(&status.path)
+                    .await
+                    .map_err(paimon_err(name, "delete a tag file cut by a crash"))?;
+                if let Some(tag) = file.strip_prefix("tag-") {
+                    if let Some(cache) = self.tags() {
+                        cache.forget(tag);
+                    }
+                }
+                report.files += 1;
+            }
+        }
         for (tag, snap) in crate::tags::list(&self.table, name, self.tags()).await? {
             keep.extend(version_refs(&self.table, name, &snap, &Version::Tag(tag)).await?);
         }

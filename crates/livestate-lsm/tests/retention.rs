@@ -160,6 +160,26 @@ async fn orphans_outside_the_safety_window_are_removed_and_young_ones_kept() {
 }
 
 #[tokio::test]
+async fn a_tag_file_cut_by_a_crash_is_removed_at_the_sweep_and_the_whole_tags_kept() {
+    let mut h = harness(&OPTIONS).await;
+    h.commit(&[(RowKind::Insert, (1, Some(1), None))]).await;
+    let s = h.table.snapshot_manager().get_latest_snapshot().await.unwrap().unwrap();
+    h.table.tag_manager().create("whole", &s).await.unwrap();
+    // What a kill between a tag's create and its write left: an empty file, and a temporary one.
+    let tag_dir = h.dir.path().join("wh/db.db/t/tag");
+    let cut = tag_dir.join("tag-proposal-p1-s1");
+    let tmp = tag_dir.join(".tag-proposal-p2-s1.5f0c.tmp");
+    std::fs::write(&cut, b"").unwrap();
+    std::fs::write(&tmp, b"{\"id\":").unwrap();
+    assert!(h.maintainer.health().await.is_err(), "the cut tag does not read");
+    let removed = h.maintainer.remove_orphans(Duration::ZERO, now() + 1000).await.unwrap();
+    assert_eq!(removed.files, 2, "{removed:?}");
+    assert!(!cut.exists() && !tmp.exists());
+    assert_eq!(h.table.tag_manager().list_all_names().await.unwrap(), vec!["whole".to_string()]);
+    assert_eq!(h.read_tag("whole").await, h.read_all().await);
+}
+
+#[tokio::test]
 async fn compaction_commits_a_compact_snapshot_that_swaps_files() {
     let mut h = harness(&[("num-sorted-run.compaction-trigger", "3")]).await;
     for i in 0..6 {

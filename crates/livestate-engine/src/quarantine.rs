@@ -1,0 +1,196 @@
+//! Row operations the derivers could not make, set aside so that no single event stops
+//! derivation (docs/formats/quarantine.md).
+//!
+//! An acknowledged event stays in the record whatever happens to it later. When one of its
+//! mappings fails at derivation (an overflow against a looked-up row, a value that does not fit
+//! its column, a key that would be null), that row operation is *quarantined*: written to
+//! `D/quarantine.jsonl` with the table, the offset, the event and the message, and skipped; every
+//! other row operation of the event, and every later event, goes on. The file holds one JSON line
+//! per quarantined operation and is made durable before any commit or status that covers its
+//! offset, so a restart that derives the same events again finds the same failures and the same
+//! file: at open, entries at or past a table's committed position are dropped, because those
+//! events are derived again.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, Read, Write};
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{io_err, EngineError};
+use crate::layout::Layout;
+
+/// The longest line read back from the quarantine file (an event line is at most 1 MiB, and an
+/// entry holds its id and type, not its data).
+const MAX_LINE: usize = 64 << 10;
+
+/// One row operation that was not derived.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Quarantined {
+    /// The state table (`stock`).
+    pub table: String,
+    /// The event's record offset.
+    pub offset: u64,
+    pub event_id: String,
+    pub event_type: String,
+    /// Why the row operation failed (the mapping and the column, with the values).
+    pub message: String,
+}
+
+/// A table's quarantined operations: how many, and the latest.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableQuarantine {
+    pub count: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest: Option<Quarantined>,
+}
+
+/// The quarantine file of one directory, open for the derivers.
+pub(crate) struct Quarantine {
+    path: PathBuf,
+    /// Entries not yet written and synced.
+    pending: Vec<Quarantined>,
+    by_table: BTreeMap<String, TableQuarantine>,
+}
+
+impl Quarantine {
+    /// Reads `D/quarantine.jsonl`, keeping the entries below each table's position in
+    /// `positions` (by name in the spec; a table not named keeps all of its entries). The
+    /// others are dropped from the file: their events are derived again.
+    ///
+    /// # Errors
+    /// [`EngineError::Io`], also for a line that does not parse.
+    pub fn open(layout: &Layout, positions: &HashMap<String, u64>) -> Result<Quarantine, EngineError> {
+        let path = layout.quarantine_file();
+        let mut q = Quarantine { path: path.clone(), pending: Vec::new(), by_table: BTreeMap::new() };
+        let file = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(q),
+            Err(e) => return Err(EngineError::Io { path, source: e }),
+        };
+        let mut kept = Vec::new();
+        let mut dropped = false;
+        let mut reader = std::io::BufReader::new(file);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let n = (&mut reader).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut line).map_err(io_err(&path))?;
+            if n == 0 {
+                break;
+            }
+            if line.last() != Some(&b'\n') {
+                if n > MAX_LINE {
+                    return Err(damaged(&path, "a line longer than 64 KiB"));
+                }
+                // A line cut by a crash before its sync: its table's commit never happened.
+                dropped = true;
+                break;
+            }
+            let entry: Quarantined = serde_json::from_slice(&line[..line.len() - 1])
+                .map_err(|e| damaged(&path, &format!("a line that is not an entry: {e}")))?;
+            if positions.get(&entry.table).is_some_and(|&p| entry.offset >= p) {
+                dropped = true;
+                continue;
+            }
+            kept.push(line.clone());
+            q.note(entry);
+        }
+        if dropped {
+            let tmp = path.with_extension("jsonl.tmp");
+            let mut out = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
+            for l in &kept {
+                out.write_all(l).map_err(io_err(&tmp))?;
+            }
+            out.sync_data().map_err(io_err(&tmp))?;
+            std::fs::rename(&tmp, &path).map_err(io_err(&path))?;
+        }
+        Ok(q)
+    }
+
+    fn note(&mut self, entry: Quarantined) {
+        let t = self.by_table.entry(entry.table.clone()).or_default();
+        t.count += 1;
+        // Only the latest is kept in memory; the file has every entry.
+        t.latest = Some(entry);
+    }
+
+    /// Sets a row operation aside; it is written at the next [`Quarantine::flush`].
+    pub fn add(&mut self, entry: Quarantined) {
+        tracing::warn!(
+            table = %entry.table, offset = entry.offset, event = %entry.event_id,
+            "row operation quarantined: {}", entry.message
+        );
+        self.pending.push(entry.clone());
+        self.note(entry);
+    }
+
+    /// Appends the pending entries and syncs the file; a no-op when there are none. Called
+    /// before anything that covers their offsets (a commit, the status file) is written.
+    ///
+    /// # Errors
+    /// [`EngineError::Io`].
+    pub fn flush(&mut self) -> Result<(), EngineError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let mut bytes = Vec::new();
+        for e in &self.pending {
+            serde_json::to_writer(&mut bytes, e).expect("an entry serialises");
+            bytes.push(b'\n');
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .map_err(io_err(&self.path))?;
+        file.write_all(&bytes).map_err(io_err(&self.path))?;
+        file.sync_data().map_err(io_err(&self.path))?;
+        self.pending.clear();
+        Ok(())
+    }
+
+    /// A table's quarantined operations so far (by name in the spec).
+    pub fn of(&self, table: &str) -> Option<&TableQuarantine> {
+        self.by_table.get(table)
+    }
+}
+
+/// Every entry of a directory's quarantine file, in the order they were set aside (for
+/// `livestate quarantine` and the API). Lines cut by a crash are skipped.
+///
+/// # Errors
+/// [`EngineError::Io`], also for a line that does not parse.
+pub fn entries(layout: &Layout, table: Option<&str>, limit: usize) -> Result<Vec<Quarantined>, EngineError> {
+    let path = layout.quarantine_file();
+    let file = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(EngineError::Io { path, source: e }),
+    };
+    let mut out = std::collections::VecDeque::new();
+    let mut reader = std::io::BufReader::new(file);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = (&mut reader).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut line).map_err(io_err(&path))?;
+        if n == 0 || line.last() != Some(&b'\n') {
+            break;
+        }
+        let entry: Quarantined = serde_json::from_slice(&line[..line.len() - 1])
+            .map_err(|e| damaged(&path, &format!("a line that is not an entry: {e}")))?;
+        if table.is_none_or(|t| t == entry.table) {
+            out.push_back(entry);
+            if out.len() > limit {
+                out.pop_front();
+            }
+        }
+    }
+    Ok(out.into())
+}
+
+fn damaged(path: &std::path::Path, what: &str) -> EngineError {
+    EngineError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, format!("the quarantine file holds {what}")),
+    }
+}
