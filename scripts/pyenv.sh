@@ -3,6 +3,7 @@
 # prints the venv's python path as the last line of stdout.
 #
 #   scripts/pyenv.sh [--with-scale-readers] [--with-s3-server]
+#   scripts/pyenv.sh --schemathesis
 #
 #   --with-scale-readers  also install Ray and Daft into the same venv, for pypaimon's
 #                         pypaimon.ray / pypaimon.daft readers (tests/scale_readers.rs). About
@@ -10,6 +11,9 @@
 #                         when pip finds no wheel of them for this Python (nothing else installed).
 #   --with-s3-server      also install moto's S3 server (moto_server), the local S3-compatible
 #                         store of the object-storage warehouse test (tests/s3_warehouse.rs).
+#   --schemathesis        instead: create (once) a venv of its own, $LIVESTATE_VENV-schemathesis,
+#                         with schemathesis (the OpenAPI conformance fuzzer of tests/api_schema.rs;
+#                         its pins differ from pypaimon's) and print that venv's python.
 #   LIVESTATE_VENV   venv directory (default: $HOME/.cache/livestate/venv)
 #   PYTHON           interpreter used to create the venv (default: python3)
 #
@@ -54,13 +58,67 @@ filelock==4.3.1"
 # moto's S3 server (it brings boto3, used by the test to create its bucket).
 S3_REQUIREMENTS="moto[server]==5.2.5"
 
+# schemathesis and what it resolved to when this was written (Python 3.11).
+SCHEMATHESIS_REQUIREMENTS="schemathesis==4.32.5
+anyio==4.16.0
+certifi==2026.10.19.post1
+charset-normalizer==3.5.3
+click==8.5.1
+graphql-core==3.3.2
+harfile==0.6.0
+hypothesis==6.170.17
+hypothesis-graphql==0.13.5
+idna==3.20
+iniconfig==2.3.1
+jsonschema_rs==0.60.3
+markdown-it-py==4.3.0
+MarkupSafe==3.0.4
+mdurl==0.1.2
+packaging==26.4
+pluggy==1.7.0
+Pygments==2.21.0
+pyrate-limiter==4.5.1
+pytest==9.2.0
+PyYAML==6.0.4
+requests==2.34.2
+rich==15.0.0
+sortedcontainers==2.4.0
+typing_extensions==4.16.0
+urllib3==2.8.0
+Werkzeug==3.1.9"
+
 WITH_SCALE=0
 WITH_S3=0
 for arg in "$@"; do
     case "$arg" in
         --with-scale-readers) WITH_SCALE=1 ;;
         --with-s3-server) WITH_S3=1 ;;
-        *) echo "pyenv.sh: unknown argument $arg (--with-scale-readers, --with-s3-server)" >&2; exit 2 ;;
+        --schemathesis)
+            ST_VENV="$VENV-schemathesis"
+            ST_PY="$ST_VENV/bin/python"
+            ST_MARKER="$ST_VENV/.livestate-pyenv"
+            if ! [[ -x "$ST_PY" && -f "$ST_MARKER" && "$(cat "$ST_MARKER")" == "$SCHEMATHESIS_REQUIREMENTS" ]]; then
+                mkdir -p "$(dirname "$ST_VENV")"
+                exec 9>"$ST_VENV.lock"
+                if command -v flock >/dev/null 2>&1; then
+                    flock 9
+                fi
+                if ! [[ -f "$ST_MARKER" && "$(cat "$ST_MARKER")" == "$SCHEMATHESIS_REQUIREMENTS" ]]; then
+                    [[ -x "$ST_PY" ]] || "$PYTHON" -m venv "$ST_VENV" >&2
+                    echo "pyenv.sh: installing schemathesis into $ST_VENV" >&2
+                    st_file="$(mktemp)"
+                    trap 'rm -f "$st_file"' EXIT
+                    printf '%s\n' "$SCHEMATHESIS_REQUIREMENTS" >"$st_file"
+                    PIP_DISABLE_PIP_VERSION_CHECK=1 "$ST_PY" -m pip install --quiet -r "$st_file" >&2
+                    "$ST_VENV/bin/schemathesis" --version >&2
+                    printf '%s' "$SCHEMATHESIS_REQUIREMENTS" >"$ST_MARKER"
+                fi
+                exec 9>&-
+            fi
+            echo "$ST_PY"
+            exit 0
+            ;;
+        *) echo "pyenv.sh: unknown argument $arg (--with-scale-readers, --with-s3-server, --schemathesis)" >&2; exit 2 ;;
     esac
 done
 

@@ -9,6 +9,7 @@
 //! |---|---|---|
 //! | `POST /v1/events` | `emit:<module>` | JSON-lines body; every line checked, then appended durably |
 //! | `GET /v1/tables` | `read` | every state table: budget, receipt (lag against budget), files and runs |
+//! | `GET /v1/quarantine` | `read` | row operations whose derivation failed and was set aside; `table=`, `limit=` |
 //! | `GET /v1/tables/{table}/rows` | `read` | rows with a receipt; `col=value`, `where=`, `limit=`, `snapshot=N` or `tag=T` |
 //! | `GET /v1/tables/{table}/schema` | `read` | columns and types, primary key, merge engine, budget, options |
 //! | `POST /v1/reads` | `read` | several tables as of one record offset (a barrier) |
@@ -27,6 +28,7 @@
 pub mod auth;
 mod error;
 pub mod heap;
+pub mod listen;
 mod openapi;
 mod proposals;
 mod reads;
@@ -70,6 +72,8 @@ pub struct ServeConfig {
     pub max_body_bytes: usize,
     /// Where `POST /v1/sql` queries run, and their limits (clones share threads and counts).
     pub sql: livestate_sql::Queries,
+    /// Timeouts and the cap on connections (see [`listen`]).
+    pub connections: listen::ConnectionLimits,
 }
 
 impl Default for ServeConfig {
@@ -80,6 +84,7 @@ impl Default for ServeConfig {
             webhooks: BTreeMap::new(),
             max_body_bytes: 4 << 20,
             sql: livestate_sql::Queries::new(livestate_sql::Limits::default()),
+            connections: listen::ConnectionLimits::default(),
         }
     }
 }
@@ -292,21 +297,21 @@ pub async fn serve_with(
 
     let sampler = tokio::spawn(web::sample_lag(Arc::clone(&shared), stop_rx.clone()));
     let app = router(Arc::clone(&shared));
-    let served = axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
-        .with_graceful_shutdown(async move {
-            let failed = async {
-                if derive_failed.wait_for(|failed| *failed).await.is_err() {
-                    // The loop ended without failing (it only ends when stopping).
-                    std::future::pending::<()>().await;
-                }
-            };
-            tokio::select! {
-                _ = shutdown => {}
-                _ = failed => {}
+    let limits = shared.config.connections;
+    let served = listen::serve(listener, app, limits, async move {
+        let failed = async {
+            if derive_failed.wait_for(|failed| *failed).await.is_err() {
+                // The loop ended without failing (it only ends when stopping).
+                std::future::pending::<()>().await;
             }
-            let _ = stop_tx.send(true);
-        })
-        .await;
+        };
+        tokio::select! {
+            _ = shutdown => {}
+            _ = failed => {}
+        }
+        let _ = stop_tx.send(true);
+    })
+    .await;
     let _ = derive_stop_tx.send(true);
     let derived = derive_loop.await.map_err(|e| std::io::Error::other(e.to_string()))?;
     let followed = follower.await.map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -331,6 +336,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/principals", get(principals))
         .route("/v1/events", post(post_events))
         .route("/v1/tables", get(reads::tables))
+        .route("/v1/quarantine", get(reads::quarantine))
         .route("/v1/tables/{table}/rows", get(reads::rows))
         .route("/v1/tables/{table}/schema", get(reads::schema))
         .route("/v1/reads", post(reads::consistent))

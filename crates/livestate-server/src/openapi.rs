@@ -13,6 +13,7 @@ use utoipa::{Modify, OpenApi};
         crate::principals,
         crate::post_events,
         crate::reads::tables,
+        crate::reads::quarantine,
         crate::reads::rows,
         crate::reads::consistent,
         crate::reads::schema,
@@ -37,10 +38,11 @@ use utoipa::{Modify, OpenApi};
         crate::proposals::Risk,
         crate::proposals::NewDecision,
         crate::store::ProposalEntry,
+        crate::proposals::ProposalList,
         crate::store::Decision,
         crate::store::OutboxItem,
     )),
-    modifiers(&BearerToken)
+    modifiers(&BearerToken, &ErrorAnswers)
 )]
 pub(crate) struct ApiDoc;
 
@@ -53,6 +55,84 @@ impl Modify for BearerToken {
             "token",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
+    }
+}
+
+/// Every error answer is the same JSON object, `{"error": "…"}`; this documents it on every
+/// operation, with the statuses every operation can answer whatever its handler does: 400 for
+/// a parameter or body that does not fit, 401/403/429 where a token is needed, 408/413 for a
+/// request body (too slow, too large), 500, and 503/507 where events are recorded.
+struct ErrorAnswers;
+
+impl Modify for ErrorAnswers {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{
+            ContentBuilder, ObjectBuilder, Ref, RefOr, ResponseBuilder, Schema, Type,
+        };
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.schemas.insert(
+            "Error".into(),
+            RefOr::T(Schema::Object(
+                ObjectBuilder::new()
+                    .property("error", ObjectBuilder::new().schema_type(Type::String))
+                    .required("error")
+                    .description(Some("Why the request was not served, naming what was wrong."))
+                    .build(),
+            )),
+        );
+        let error = || ContentBuilder::new().schema(Some(Ref::from_schema_name("Error"))).build();
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let ops = [
+                item.get.as_mut(),
+                item.put.as_mut(),
+                item.post.as_mut(),
+                item.delete.as_mut(),
+                item.patch.as_mut(),
+            ];
+            for op in ops.into_iter().flatten() {
+                let secured = op.security.as_ref().is_some_and(|s| !s.is_empty());
+                let takes_input = op.request_body.is_some() || op.parameters.as_ref().is_some_and(|p| !p.is_empty());
+                let mut standard: Vec<(&str, &str)> = vec![("500", "An internal error")];
+                if secured {
+                    standard.extend([
+                        ("401", "No token, or one that is not valid"),
+                        ("403", "The caller's role may not do this"),
+                        ("429", "Too many failed authentications from this address, or too many requests of this kind at once"),
+                    ]);
+                }
+                if takes_input || secured {
+                    standard.push(("400", "A parameter or body that does not fit, named"));
+                }
+                if op.request_body.is_some() {
+                    standard.extend([
+                        ("408", "The request body did not arrive in time"),
+                        ("413", "The request body is larger than the limit"),
+                    ]);
+                }
+                if path.contains('{') {
+                    standard.push(("404", "No such resource (the path names one that does not exist)"));
+                }
+                if path == "/v1/events" || path.starts_with("/v1/proposals") {
+                    standard.extend([
+                        ("503", "The record refuses appends after a failed write (until a restart), or the server is stopping"),
+                        ("507", "The record's disk is full; nothing was recorded"),
+                    ]);
+                }
+                for (code, description) in standard {
+                    op.responses.responses.entry(code.to_string()).or_insert_with(|| {
+                        RefOr::T(ResponseBuilder::new().description(description).content("application/json", error()).build())
+                    });
+                }
+                // Statuses a handler documented without a body: the same error object.
+                for (code, response) in op.responses.responses.iter_mut() {
+                    if let (true, RefOr::T(r)) = (code.starts_with('4') || code.starts_with('5'), response) {
+                        if r.content.is_empty() {
+                            r.content.insert("application/json".into(), error());
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -452,9 +452,16 @@ pub(crate) fn find(s: &Shared, id: &str) -> Result<ProposalEntry, ApiError> {
     s.store.get(id)?.ok_or_else(|| ApiError::not_found(format!("no proposal `{id}`")))
 }
 
+/// The answer of `GET /v1/proposals`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct ProposalList {
+    /// Newest first.
+    pub proposals: Vec<crate::store::ProposalEntry>,
+}
+
 #[utoipa::path(get, path = "/v1/proposals", security(("token" = [])),
     params(("status" = Option<String>, Query, description = "pending, approved or rejected"), ("limit" = Option<usize>, Query)),
-    responses((status = 200, description = "Proposals, newest first", body = [ProposalEntry])))]
+    responses((status = 200, description = "Proposals, newest first", body = ProposalList)))]
 pub(crate) async fn list(
     State(s): State<Arc<Shared>>,
     caller: Caller,
@@ -476,7 +483,7 @@ pub(crate) async fn list(
             l.parse().map_err(|_| ApiError::bad_request(format!("limit `{l}` is not a whole number")))?
         }
     };
-    Ok(Json(json!({"proposals": s.store.list(status, limit)?})))
+    Ok(Json(serde_json::to_value(ProposalList { proposals: s.store.list(status, limit)? }).map_err(ApiError::internal)?))
 }
 
 #[utoipa::path(get, path = "/v1/proposals/{id}", security(("token" = [])), params(("id" = String, Path)),

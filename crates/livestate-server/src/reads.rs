@@ -80,6 +80,44 @@ pub(crate) async fn tables(State(s): State<Arc<Shared>>, caller: Caller) -> Resu
     Ok(Json(serde_json::to_value(infos).map_err(ApiError::internal)?))
 }
 
+/// Which quarantined row operations to list.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct QuarantineQuery {
+    /// Only this state table's.
+    table: Option<String>,
+    /// At most this many, the latest (default 100, at most 10000).
+    limit: Option<usize>,
+}
+
+#[utoipa::path(get, path = "/v1/quarantine", security(("token" = [])), params(QuarantineQuery),
+    responses((status = 200, description = "The latest row operations the derivers set aside because their derivation failed: table, offset, event id and type, message (oldest first)"),
+        (status = 400, description = "An unknown parameter or a limit that is not a whole number"),
+        (status = 401, description = "No valid token"), (status = 403, description = "The caller may not read"),
+        (status = 404, description = "Unknown table")))]
+pub(crate) async fn quarantine(
+    State(s): State<Arc<Shared>>,
+    caller: Caller,
+    query: Result<axum::extract::Query<QuarantineQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(Permission::Read)?;
+    let axum::extract::Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    if let Some(t) = &q.table {
+        if s.ls.spec.table(t).is_none() {
+            return Err(EngineError::UnknownTable { name: t.clone(), known: s.ls.spec.tables.keys().cloned().collect() }
+                .into());
+        }
+    }
+    let limit = q.limit.unwrap_or(100).clamp(1, 10_000);
+    let layout = s.ls.layout.clone();
+    let entries = tokio::task::spawn_blocking(move || {
+        livestate_engine::quarantine::entries(&layout, q.table.as_deref(), limit)
+    })
+    .await
+    .map_err(ApiError::internal)??;
+    Ok(Json(json!({ "entries": entries })))
+}
+
 fn parse_limit(v: &str) -> Result<usize, ApiError> {
     v.parse().map_err(|_| ApiError::bad_request(format!("limit `{v}` is not a whole number")))
 }
@@ -371,6 +409,12 @@ pub(crate) async fn metrics(State(s): State<Arc<Shared>>, caller: Caller) -> Res
         "Tags on the table (each pins a snapshot, e.g. a proposal's evidence).",
         "gauge",
         per_table(&|i| Some(i.health.tags.len() as f64)),
+    );
+    family(
+        "livestate_table_quarantined",
+        "Row operations of the table the derivers set aside because they failed (GET /v1/quarantine).",
+        "counter",
+        per_table(&|i| Some(i.quarantined as f64)),
     );
     family(
         "livestate_record_next_offset",

@@ -753,7 +753,7 @@ pub(crate) async fn tables(State(s): State<Arc<Shared>>, headers: HeaderMap) -> 
         let files: usize = i.health.buckets.iter().map(|b| b.files).sum();
         let runs = i.health.buckets.iter().map(|b| b.sorted_runs).max().unwrap_or(0);
         rows.push_str(&format!(
-            r#"<tr{class}><td>{name}</td><td>{budget}</td><td>{lag}</td><td>{plot}</td><td>{snap}</td><td>{offset}</td><td>{files}</td><td>{runs}</td><td>{tags}</td></tr>"#,
+            r#"<tr{class}><td>{name}</td><td>{budget}</td><td>{lag}</td><td>{plot}</td><td>{snap}</td><td>{offset}</td><td>{files}</td><td>{runs}</td><td>{tags}</td><td>{quarantined}</td></tr>"#,
             class = if over { r#" class="over-budget""# } else { "" },
             name = esc(&i.name),
             budget = esc(&i.receipt.budget),
@@ -762,12 +762,22 @@ pub(crate) async fn tables(State(s): State<Arc<Shared>>, headers: HeaderMap) -> 
             snap = i.receipt.snapshot_id.map_or("-".into(), |v| v.to_string()),
             offset = i.receipt.offset.map_or("external".into(), |o| o.to_string()),
             tags = i.health.tags.len(),
+            quarantined = match &i.last_quarantined {
+                Some(q) => format!(
+                    r#"<span class="over-budget" title="latest: offset {} ({}): {}">{}</span>"#,
+                    q.offset,
+                    esc(&q.event_type),
+                    esc(&q.message),
+                    i.quarantined
+                ),
+                None => i.quarantined.to_string(),
+            },
         ));
     }
     let body = format!(
         r#"<h1>State tables</h1>
-<p class="muted">Each table's freshness budget and measured lag (plot: the last hour; dashed line: the budget). Tables over budget are marked.</p>
-<table><thead><tr><th scope="col">Table</th><th scope="col">Budget</th><th scope="col">Lag</th><th scope="col">Lag, last hour</th><th scope="col">Snapshot</th><th scope="col">Offset</th><th scope="col">Files</th><th scope="col">Max sorted runs</th><th scope="col">Tags</th></tr></thead>
+<p class="muted">Each table's freshness budget and measured lag (plot: the last hour; dashed line: the budget). Tables over budget are marked. Quarantined: row operations whose derivation failed and was set aside (the event stays in the record; hover for the latest).</p>
+<table><thead><tr><th scope="col">Table</th><th scope="col">Budget</th><th scope="col">Lag</th><th scope="col">Lag, last hour</th><th scope="col">Snapshot</th><th scope="col">Offset</th><th scope="col">Files</th><th scope="col">Max sorted runs</th><th scope="col">Tags</th><th scope="col">Quarantined</th></tr></thead>
 <tbody>{rows}</tbody></table>"#
     );
     page("Tables", Some((&caller.0, &csrf)), &body)

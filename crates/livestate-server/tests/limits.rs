@@ -85,3 +85,97 @@ async fn a_chunked_body_over_the_limit_and_a_wrong_method_answer_json_errors() {
     assert!(serde_json::from_str::<Value>(&body).unwrap()["error"].is_string(), "{body}");
     server.stop().await;
 }
+
+/// A server whose connection limits are short enough to watch.
+async fn impatient(max_connections: usize) -> common::TestServer {
+    let connections = livestate_server::listen::ConnectionLimits {
+        header_timeout: Duration::from_millis(500),
+        body_timeout: Duration::from_millis(700),
+        max_connections,
+        drain_timeout: Duration::from_secs(10),
+    };
+    start_with(livestate_server::ServeConfig { connections, ..Default::default() }).await
+}
+
+/// Sends `bytes` and then nothing; returns what the server wrote before it closed the
+/// connection, and how long that took. Fails if it is still open after `patience`.
+async fn until_closed(
+    addr: std::net::SocketAddr,
+    bytes: &[u8],
+    patience: Duration,
+) -> (String, Duration) {
+    let started = std::time::Instant::now();
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(bytes).await.unwrap();
+    let mut got = Vec::new();
+    let read = async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    tokio::time::timeout(patience, read).await.expect("the server closed the connection");
+    (String::from_utf8_lossy(&got).into_owned(), started.elapsed())
+}
+
+#[tokio::test]
+async fn silent_half_sent_and_idle_connections_are_closed_at_the_header_timeout() {
+    let mut server = impatient(64).await;
+    let patience = Duration::from_secs(5);
+    // Says nothing at all.
+    let (said, took) = until_closed(server.addr, b"", patience).await;
+    assert!(said.is_empty() && took >= Duration::from_millis(400), "{said:?} after {took:?}");
+    // Half a request head.
+    let (said, _) = until_closed(server.addr, b"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Slow: ", patience).await;
+    assert!(!said.contains("200 OK"), "{said}");
+    // A whole request, answered; then the kept-alive connection idles and is closed.
+    let (said, took) =
+        until_closed(server.addr, b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n", patience).await;
+    assert!(said.starts_with("HTTP/1.1 200"), "{said}");
+    assert!(took >= Duration::from_millis(400), "closed only once idle: {took:?}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_body_shorter_than_announced_or_a_chunked_body_that_never_ends_gets_408_and_a_close() {
+    let mut server = impatient(64).await;
+    let token = server.tokens["module:inventory"].clone();
+    let short = format!(
+        "POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/x-ndjson\r\nContent-Length: 100\r\n\r\n{{\"id\":"
+    );
+    let endless = format!(
+        "POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{{\"id\"\r\n"
+    );
+    for head in [short, endless] {
+        let (said, took) = until_closed(server.addr, head.as_bytes(), Duration::from_secs(5)).await;
+        assert!(said.starts_with("HTTP/1.1 408"), "{said}");
+        assert!(said.to_ascii_lowercase().contains("content-type: application/json"), "{said}");
+        assert!(said.contains("did not arrive within"), "{said}");
+        assert!(took < Duration::from_secs(3), "{took:?}");
+    }
+    let health = server.client("agent:procurement").health().await.unwrap();
+    assert_eq!(health["record_next_offset"], serde_json::json!(0), "nothing recorded: {health}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn connections_beyond_the_cap_wait_for_one_to_close_and_are_then_served() {
+    let mut server = impatient(3).await;
+    // Three silent connections take every slot until their header timeout closes them.
+    let mut holders = Vec::new();
+    for _ in 0..3 {
+        holders.push(TcpStream::connect(server.addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = std::time::Instant::now();
+    let (said, _) =
+        until_closed(server.addr, b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", Duration::from_secs(10))
+            .await;
+    assert!(said.starts_with("HTTP/1.1 200"), "{said}");
+    assert!(started.elapsed() >= Duration::from_millis(250), "served only once a slot was free: {:?}", started.elapsed());
+    drop(holders);
+    server.stop().await;
+}

@@ -28,6 +28,63 @@ pub fn python() -> String {
         .to_string()
 }
 
+/// The python of schemathesis's own venv (`scripts/pyenv.sh --schemathesis`, or
+/// `LIVESTATE_SCHEMATHESIS_PYTHON`).
+pub fn schemathesis_python() -> String {
+    if let Ok(p) = std::env::var("LIVESTATE_SCHEMATHESIS_PYTHON") {
+        return p;
+    }
+    let out = Command::new("bash")
+        .arg(repo().join("scripts/pyenv.sh"))
+        .arg("--schemathesis")
+        .output()
+        .expect("run scripts/pyenv.sh --schemathesis");
+    assert!(out.status.success(), "scripts/pyenv.sh --schemathesis failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().lines().last().expect("a python path").trim().to_string()
+}
+
+/// `livestate serve --dir DIR` on a free loopback port, killed when dropped.
+pub struct Served {
+    pub child: std::process::Child,
+    pub url: String,
+}
+
+impl Served {
+    /// Starts serving `dir` and waits (up to a minute) until `/v1/health` answers.
+    pub fn start(dir: &std::path::Path) -> Served {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let listen = format!("127.0.0.1:{port}");
+        let child = Command::new(binary())
+            .args(["serve", "--dir", dir.to_str().unwrap(), "--listen", &listen])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start livestate serve");
+        let served = Served { child, url: format!("http://{listen}") };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::net::TcpStream::connect(&listen).is_err() {
+            assert!(std::time::Instant::now() < deadline, "livestate serve came up");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        served
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Issues a token for `principal` with `scopes` in `dir`.
+pub fn token(dir: &std::path::Path, principal: &str, scopes: &[&str]) -> String {
+    let mut args = vec!["token", "add", principal];
+    for s in scopes {
+        args.extend(["--scope", s]);
+    }
+    livestate(dir, &args).trim().lines().last().unwrap().trim().to_string()
+}
+
 /// The `livestate` binary the tests run: the one cargo built with them, or `LIVESTATE_TEST_BIN`
 /// (`scripts/crash` points it at a copy, so a rebuild during an hour-long run cannot swap the
 /// binary between two kills).
