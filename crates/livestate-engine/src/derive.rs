@@ -203,8 +203,7 @@ impl Derivers {
         let looked_up: Vec<BTreeSet<usize>> =
             order.iter().map(|&old| looked_up[old].iter().map(|&t| slot_of_old[t]).collect()).collect();
         let readers = readers_by_slot(&looked_up);
-        let positions =
-            tables.iter().map(|t| (t.sink.name_in_spec().to_string(), t.sink.position)).collect();
+        let positions = tables.iter().map(|t| (t.sink.name_in_spec().to_string(), t.sink.position)).collect();
         let quarantine = Quarantine::open(layout, &positions)?;
         Ok(Derivers {
             layout: layout.clone(),

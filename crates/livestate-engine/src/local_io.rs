@@ -354,9 +354,14 @@ mod tests {
         // A kill now would leave no tag at all: only the temporary file, which no listing of
         // tags takes for one.
         assert!(!tag.exists(), "nothing at the tag's name before the write closes");
-        let names: Vec<String> =
-            std::fs::read_dir(&tag_dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
-        assert!(names.len() == 1 && names[0].starts_with(".tag-proposal-p1-s3.") && names[0].ends_with(".tmp"), "{names:?}");
+        let names: Vec<String> = std::fs::read_dir(&tag_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert!(
+            names.len() == 1 && names[0].starts_with(".tag-proposal-p1-s3.") && names[0].ends_with(".tmp"),
+            "{names:?}"
+        );
         w.close().await.unwrap();
         assert_eq!(std::fs::read(&tag).unwrap(), b"{\"id\":3}");
         assert_eq!(std::fs::read_dir(&tag_dir).unwrap().count(), 1, "the temporary file was renamed");

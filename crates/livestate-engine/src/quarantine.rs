@@ -74,7 +74,10 @@ impl Quarantine {
         let mut line = Vec::new();
         loop {
             line.clear();
-            let n = (&mut reader).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut line).map_err(io_err(&path))?;
+            let n = (&mut reader)
+                .take(MAX_LINE as u64 + 1)
+                .read_until(b'\n', &mut line)
+                .map_err(io_err(&path))?;
             if n == 0 {
                 break;
             }
@@ -172,7 +175,8 @@ pub fn entries(layout: &Layout, table: Option<&str>, limit: usize) -> Result<Vec
     let mut line = Vec::new();
     loop {
         line.clear();
-        let n = (&mut reader).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut line).map_err(io_err(&path))?;
+        let n =
+            (&mut reader).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut line).map_err(io_err(&path))?;
         if n == 0 || line.last() != Some(&b'\n') {
             break;
         }
@@ -191,6 +195,9 @@ pub fn entries(layout: &Layout, table: Option<&str>, limit: usize) -> Result<Vec
 fn damaged(path: &std::path::Path, what: &str) -> EngineError {
     EngineError::Io {
         path: path.to_path_buf(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidData, format!("the quarantine file holds {what}")),
+        source: std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("the quarantine file holds {what}"),
+        ),
     }
 }

@@ -22,12 +22,16 @@ fn order_ids(rows: &[serde_json::Value]) -> Vec<&str> {
 #[tokio::test]
 async fn a_failed_row_operation_is_set_aside_once_and_found_again_when_its_table_is_derived_again() {
     let (_d, ls) = fresh().await;
-    let extreme =
-        line(1, "commerce.reservation_changed", json!({"item": "bolt", "location": "north", "reserved": i64::MIN}));
+    let extreme = line(
+        1,
+        "commerce.reservation_changed",
+        json!({"item": "bolt", "location": "north", "reserved": i64::MIN}),
+    );
     ls.emit(&extreme, false).unwrap();
     derive(&ls).await;
     // `available_at_order` = on_hand - reserved + inbound overflows for bolt; nut is ordinary.
-    let appended = ls.emit(&[order(2, "o-bolt", "bolt"), order(3, "o-nut", "nut")].join("\n"), false).unwrap();
+    let appended =
+        ls.emit(&[order(2, "o-bolt", "bolt"), order(3, "o-nut", "nut")].join("\n"), false).unwrap();
     let poisoned = appended.appended[0].1.offset;
 
     // Apply without committing open_orders (its budget is not spent), then drop the derivers
@@ -38,7 +42,10 @@ async fn a_failed_row_operation_is_set_aside_once_and_found_again_when_its_table
     assert!(committed <= poisoned, "open_orders was not committed past the poisoned event");
     let first = entries(&ls.layout, None, 100).unwrap();
     assert_eq!(first.len(), 1, "{first:?}");
-    assert_eq!((first[0].table.as_str(), first[0].offset, first[0].event_id.as_str()), ("open_orders", poisoned, "t-2"));
+    assert_eq!(
+        (first[0].table.as_str(), first[0].offset, first[0].event_id.as_str()),
+        ("open_orders", poisoned, "t-2")
+    );
     assert!(first[0].message.contains("overflow in"), "{}", first[0].message);
     drop(d);
 

@@ -66,9 +66,7 @@ struct ErrorAnswers;
 
 impl Modify for ErrorAnswers {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        use utoipa::openapi::{
-            ContentBuilder, ObjectBuilder, Ref, RefOr, ResponseBuilder, Schema, Type,
-        };
+        use utoipa::openapi::{ContentBuilder, ObjectBuilder, Ref, RefOr, ResponseBuilder, Schema, Type};
         let components = openapi.components.get_or_insert_with(Default::default);
         components.schemas.insert(
             "Error".into(),
@@ -91,7 +89,8 @@ impl Modify for ErrorAnswers {
             ];
             for op in ops.into_iter().flatten() {
                 let secured = op.security.as_ref().is_some_and(|s| !s.is_empty());
-                let takes_input = op.request_body.is_some() || op.parameters.as_ref().is_some_and(|p| !p.is_empty());
+                let takes_input =
+                    op.request_body.is_some() || op.parameters.as_ref().is_some_and(|p| !p.is_empty());
                 let mut standard: Vec<(&str, &str)> = vec![("500", "An internal error")];
                 if secured {
                     standard.extend([
@@ -120,7 +119,12 @@ impl Modify for ErrorAnswers {
                 }
                 for (code, description) in standard {
                     op.responses.responses.entry(code.to_string()).or_insert_with(|| {
-                        RefOr::T(ResponseBuilder::new().description(description).content("application/json", error()).build())
+                        RefOr::T(
+                            ResponseBuilder::new()
+                                .description(description)
+                                .content("application/json", error())
+                                .build(),
+                        )
                     });
                 }
                 // Statuses a handler documented without a body: the same error object.

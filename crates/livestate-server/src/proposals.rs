@@ -483,7 +483,10 @@ pub(crate) async fn list(
             l.parse().map_err(|_| ApiError::bad_request(format!("limit `{l}` is not a whole number")))?
         }
     };
-    Ok(Json(serde_json::to_value(ProposalList { proposals: s.store.list(status, limit)? }).map_err(ApiError::internal)?))
+    Ok(Json(
+        serde_json::to_value(ProposalList { proposals: s.store.list(status, limit)? })
+            .map_err(ApiError::internal)?,
+    ))
 }
 
 #[utoipa::path(get, path = "/v1/proposals/{id}", security(("token" = [])), params(("id" = String, Path)),

@@ -104,8 +104,11 @@ pub(crate) async fn quarantine(
     let axum::extract::Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     if let Some(t) = &q.table {
         if s.ls.spec.table(t).is_none() {
-            return Err(EngineError::UnknownTable { name: t.clone(), known: s.ls.spec.tables.keys().cloned().collect() }
-                .into());
+            return Err(EngineError::UnknownTable {
+                name: t.clone(),
+                known: s.ls.spec.tables.keys().cloned().collect(),
+            }
+            .into());
         }
     }
     let limit = q.limit.unwrap_or(100).clamp(1, 10_000);

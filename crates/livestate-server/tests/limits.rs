@@ -99,11 +99,7 @@ async fn impatient(max_connections: usize) -> common::TestServer {
 
 /// Sends `bytes` and then nothing; returns what the server wrote before it closed the
 /// connection, and how long that took. Fails if it is still open after `patience`.
-async fn until_closed(
-    addr: std::net::SocketAddr,
-    bytes: &[u8],
-    patience: Duration,
-) -> (String, Duration) {
+async fn until_closed(addr: std::net::SocketAddr, bytes: &[u8], patience: Duration) -> (String, Duration) {
     let started = std::time::Instant::now();
     let mut s = TcpStream::connect(addr).await.unwrap();
     s.write_all(bytes).await.unwrap();
@@ -129,7 +125,8 @@ async fn silent_half_sent_and_idle_connections_are_closed_at_the_header_timeout(
     let (said, took) = until_closed(server.addr, b"", patience).await;
     assert!(said.is_empty() && took >= Duration::from_millis(400), "{said:?} after {took:?}");
     // Half a request head.
-    let (said, _) = until_closed(server.addr, b"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Slow: ", patience).await;
+    let (said, _) =
+        until_closed(server.addr, b"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Slow: ", patience).await;
     assert!(!said.contains("200 OK"), "{said}");
     // A whole request, answered; then the kept-alive connection idles and is closed.
     let (said, took) =
@@ -171,11 +168,18 @@ async fn connections_beyond_the_cap_wait_for_one_to_close_and_are_then_served() 
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     let started = std::time::Instant::now();
-    let (said, _) =
-        until_closed(server.addr, b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", Duration::from_secs(10))
-            .await;
+    let (said, _) = until_closed(
+        server.addr,
+        b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(10),
+    )
+    .await;
     assert!(said.starts_with("HTTP/1.1 200"), "{said}");
-    assert!(started.elapsed() >= Duration::from_millis(250), "served only once a slot was free: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "served only once a slot was free: {:?}",
+        started.elapsed()
+    );
     drop(holders);
     server.stop().await;
 }

@@ -34,11 +34,7 @@ fn order(id: &str, item: &str) -> String {
 }
 
 async fn open_orders(server: &TestServer) -> Vec<String> {
-    let read = server
-        .client("admin")
-        .consistent_read(&[json!({"table": "open_orders"})])
-        .await
-        .unwrap();
+    let read = server.client("admin").consistent_read(&[json!({"table": "open_orders"})]).await.unwrap();
     let rows = read["results"][0]["rows"].as_array().unwrap();
     rows.iter().map(|r| r["order_id"].as_str().unwrap().to_string()).collect()
 }
@@ -71,7 +67,11 @@ async fn an_overflowing_lookup_join_is_quarantined_and_every_other_row_and_resta
     commerce.emit(&order("o-ok", "nut")).await.unwrap();
     server
         .client("module:inventory")
-        .emit(&event("c-nut", "inventory.stock_counted", json!({"item": "nut", "location": "north", "on_hand": 7})))
+        .emit(&event(
+            "c-nut",
+            "inventory.stock_counted",
+            json!({"item": "nut", "location": "north", "on_hand": 7}),
+        ))
         .await
         .unwrap();
     assert_eq!(open_orders(&server).await, vec!["o-ok"], "the poisoned row is not there, the next one is");
@@ -100,7 +100,10 @@ async fn an_overflowing_lookup_join_is_quarantined_and_every_other_row_and_resta
     assert!(metrics.contains("livestate_table_quarantined{table=\"open_orders\"} 1"), "{metrics}");
     let entries = quarantine(&server).await;
     assert_eq!(entries.len(), 1, "{entries:?}");
-    assert_eq!((entries[0]["table"].as_str(), entries[0]["offset"].as_u64()), (Some("open_orders"), Some(offset)));
+    assert_eq!(
+        (entries[0]["table"].as_str(), entries[0]["offset"].as_u64()),
+        (Some("open_orders"), Some(offset))
+    );
 
     // A restart yields the same tables and the same quarantine, and derives what comes next.
     server.stop().await;

@@ -211,7 +211,9 @@ pub fn check(
         );
     }
     let retained = |k: &str| opts.get(k).and_then(|v| v.parse::<u32>().ok());
-    if let (Some(min), Some(max)) = (retained("snapshot.num-retained.min"), retained("snapshot.num-retained.max")) {
+    if let (Some(min), Some(max)) =
+        (retained("snapshot.num-retained.min"), retained("snapshot.num-retained.max"))
+    {
         if min > max {
             err("snapshot.num-retained.min", format!("{min} is above snapshot.num-retained.max ({max})"));
         }
@@ -358,7 +360,9 @@ mod tests {
             e.into_iter().map(|(k, m)| format!("{k}: {m}")).collect::<Vec<_>>()
         };
         // The default applies to every value column without a function of its own: `n`, an int.
-        assert!(keys(&[("merge-engine", "aggregation"), ("fields.default-aggregate-function", "sum")]).is_empty());
+        assert!(
+            keys(&[("merge-engine", "aggregation"), ("fields.default-aggregate-function", "sum")]).is_empty()
+        );
         let e = keys(&[("merge-engine", "aggregation"), ("fields.default-aggregate-function", "listagg")]);
         assert_eq!(e, ["fields.default-aggregate-function: `listagg` needs a string column, `n` is int"]);
         assert!(keys(&[

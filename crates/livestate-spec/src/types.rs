@@ -411,7 +411,9 @@ mod tests {
             }
         }
         // Exact however it is written: trailing zeros, an exponent, a sign.
-        for (text, want) in [("0.1000000000000000000000000000000", "0.10"), ("1.5e1", "15.00"), ("-25E-2", "-0.25")] {
+        for (text, want) in
+            [("0.1000000000000000000000000000000", "0.10"), ("1.5e1", "15.00"), ("-25E-2", "-0.25")]
+        {
             let number: serde_json::Value = serde_json::from_str(text).unwrap();
             assert_eq!(Value::from_json(&number, ty).unwrap().to_json(), serde_json::json!(want), "{text}");
         }

@@ -39,7 +39,11 @@ pub fn schemathesis_python() -> String {
         .arg("--schemathesis")
         .output()
         .expect("run scripts/pyenv.sh --schemathesis");
-    assert!(out.status.success(), "scripts/pyenv.sh --schemathesis failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "scripts/pyenv.sh --schemathesis failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap().lines().last().expect("a python path").trim().to_string()
 }
 
