@@ -114,7 +114,7 @@ pub(crate) async fn quarantine(
     let limit = q.limit.unwrap_or(100).clamp(1, 10_000);
     let layout = s.ls.layout.clone();
     let entries = tokio::task::spawn_blocking(move || {
-        livestate_engine::quarantine::entries(&layout, q.table.as_deref(), limit)
+        livestate_engine::quarantine::entries(&layout, q.table.as_deref(), limit).map_err(ApiError::from)
     })
     .await
     .map_err(ApiError::internal)??;
