@@ -24,6 +24,9 @@ use crate::layout::Layout;
 /// entry holds its id and type, not its data).
 const MAX_LINE: usize = 64 << 10;
 
+/// The longest message kept for an entry (ids and types are bounded by the spec's own limits).
+const MAX_MESSAGE: usize = 4 << 10;
+
 /// One row operation that was not derived.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Quarantined {
@@ -117,8 +120,18 @@ impl Quarantine {
         t.latest = Some(entry);
     }
 
-    /// Sets a row operation aside; it is written at the next [`Quarantine::flush`].
-    pub fn add(&mut self, entry: Quarantined) {
+    /// Sets a row operation aside; it is written at the next [`Quarantine::flush`]. A message
+    /// longer than [`MAX_MESSAGE`] is cut (it can quote an event's values), so every line reads
+    /// back within [`MAX_LINE`].
+    pub fn add(&mut self, mut entry: Quarantined) {
+        if entry.message.len() > MAX_MESSAGE {
+            let mut end = MAX_MESSAGE;
+            while !entry.message.is_char_boundary(end) {
+                end -= 1;
+            }
+            entry.message.truncate(end);
+            entry.message.push_str(" …");
+        }
         tracing::warn!(
             table = %entry.table, offset = entry.offset, event = %entry.event_id,
             "row operation quarantined: {}", entry.message
@@ -199,5 +212,35 @@ fn damaged(path: &std::path::Path, what: &str) -> EngineError {
             std::io::ErrorKind::InvalidData,
             format!("the quarantine file holds {what}"),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_message_is_cut_so_its_line_reads_back_and_the_file_survives_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path()).unwrap();
+        let mut q = Quarantine::open(&layout, &HashMap::new()).unwrap();
+        let long = "é".repeat(100_000);
+        q.add(Quarantined {
+            table: "stock".into(),
+            offset: 7,
+            event_id: "e7".into(),
+            event_type: "m.a".into(),
+            message: format!("column `x`: {long}"),
+        });
+        q.flush().unwrap();
+        let read = entries(&layout, None, 10).unwrap();
+        assert_eq!(read.len(), 1);
+        assert!(read[0].message.len() <= MAX_MESSAGE + 4 && read[0].message.ends_with(" …"));
+        // Reopened with stock committed past it: kept; with stock behind it: dropped.
+        let kept = Quarantine::open(&layout, &HashMap::from([("stock".to_string(), 8)])).unwrap();
+        assert_eq!(kept.of("stock").map(|t| t.count), Some(1));
+        let dropped = Quarantine::open(&layout, &HashMap::from([("stock".to_string(), 7)])).unwrap();
+        assert_eq!(dropped.of("stock"), None);
+        assert!(entries(&layout, None, 10).unwrap().is_empty(), "the file was rewritten without it");
     }
 }
