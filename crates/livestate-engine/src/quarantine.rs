@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -66,47 +66,21 @@ impl Quarantine {
     pub fn open(layout: &Layout, positions: &HashMap<String, u64>) -> Result<Quarantine, EngineError> {
         let path = layout.quarantine_file();
         let mut q = Quarantine { path: path.clone(), pending: Vec::new(), by_table: BTreeMap::new() };
-        let file = match std::fs::File::open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(q),
-            Err(e) => return Err(EngineError::Io { path, source: e }),
-        };
         let mut kept = Vec::new();
         let mut dropped = false;
-        let mut reader = std::io::BufReader::new(file);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            let n = (&mut reader)
-                .take(MAX_LINE as u64 + 1)
-                .read_until(b'\n', &mut line)
-                .map_err(io_err(&path))?;
-            if n == 0 {
-                break;
-            }
-            if line.last() != Some(&b'\n') {
-                if n > MAX_LINE {
-                    return Err(damaged(&path, "a line longer than 64 KiB"));
-                }
-                // A line cut by a crash before its sync: its table's commit never happened.
-                dropped = true;
-                break;
-            }
-            let entry: Quarantined = serde_json::from_slice(&line[..line.len() - 1])
-                .map_err(|e| damaged(&path, &format!("a line that is not an entry: {e}")))?;
+        let whole = read_lines(&path, |entry, line| {
             if positions.get(&entry.table).is_some_and(|&p| entry.offset >= p) {
                 dropped = true;
-                continue;
+            } else {
+                kept.extend_from_slice(line);
+                q.note(entry);
             }
-            kept.push(line.clone());
-            q.note(entry);
-        }
-        if dropped {
+        })?;
+        // A last line cut by a crash before its sync: its table's commit never happened.
+        if dropped || whole == Some(false) {
             let tmp = path.with_extension("jsonl.tmp");
             let mut out = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
-            for l in &kept {
-                out.write_all(l).map_err(io_err(&tmp))?;
-            }
+            out.write_all(&kept).map_err(io_err(&tmp))?;
             out.sync_data().map_err(io_err(&tmp))?;
             std::fs::rename(&tmp, &path).map_err(io_err(&path))?;
         }
@@ -177,32 +151,48 @@ impl Quarantine {
 /// # Errors
 /// [`EngineError::Io`], also for a line that does not parse.
 pub fn entries(layout: &Layout, table: Option<&str>, limit: usize) -> Result<Vec<Quarantined>, EngineError> {
-    let path = layout.quarantine_file();
-    let file = match std::fs::File::open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(EngineError::Io { path, source: e }),
-    };
     let mut out = std::collections::VecDeque::new();
-    let mut reader = std::io::BufReader::new(file);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let n =
-            (&mut reader).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut line).map_err(io_err(&path))?;
-        if n == 0 || line.last() != Some(&b'\n') {
-            break;
-        }
-        let entry: Quarantined = serde_json::from_slice(&line[..line.len() - 1])
-            .map_err(|e| damaged(&path, &format!("a line that is not an entry: {e}")))?;
+    read_lines(&layout.quarantine_file(), |entry, _| {
         if table.is_none_or(|t| t == entry.table) {
             out.push_back(entry);
             if out.len() > limit {
                 out.pop_front();
             }
         }
-    }
+    })?;
     Ok(out.into())
+}
+
+/// Calls `each` with every whole line of the quarantine file at `path`, parsed and as read
+/// (newline included), in file order. `None` when there is no file; `Some(false)` when its last
+/// line was cut (no newline: a crash before its sync), which is not passed on.
+///
+/// # Errors
+/// [`EngineError::Io`], also for a line that does not parse or is longer than [`MAX_LINE`].
+fn read_lines(path: &Path, mut each: impl FnMut(Quarantined, &[u8])) -> Result<Option<bool>, EngineError> {
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(EngineError::Io { path: path.to_path_buf(), source: e }),
+    };
+    let mut reader = std::io::BufReader::new(file);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = (&mut reader).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut line).map_err(io_err(path))?;
+        if n == 0 {
+            return Ok(Some(true));
+        }
+        if line.last() != Some(&b'\n') {
+            if n > MAX_LINE {
+                return Err(damaged(path, "a line longer than 64 KiB"));
+            }
+            return Ok(Some(false));
+        }
+        let entry: Quarantined = serde_json::from_slice(&line[..line.len() - 1])
+            .map_err(|e| damaged(path, &format!("a line that is not an entry: {e}")))?;
+        each(entry, &line);
+    }
 }
 
 fn damaged(path: &std::path::Path, what: &str) -> EngineError {

@@ -137,7 +137,11 @@ pub fn lag_ms(record: &Record, position: u64, now_ms: i64) -> Result<u64, Engine
     })
 }
 
-fn table_spec<'s>(spec: &'s CompanySpec, name: &str) -> Result<&'s TableSpec, EngineError> {
+/// The spec of state table `name`.
+///
+/// # Errors
+/// [`EngineError::UnknownTable`], listing the tables there are.
+pub fn table_spec<'s>(spec: &'s CompanySpec, name: &str) -> Result<&'s TableSpec, EngineError> {
     spec.table(name).ok_or_else(|| EngineError::UnknownTable {
         name: name.into(),
         known: spec.tables.keys().cloned().collect(),

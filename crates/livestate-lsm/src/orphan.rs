@@ -61,8 +61,7 @@ impl Maintainer {
         // through a temporary file and a rename, but an older writer wrote them in place): it
         // pins nothing, and no Paimon reader accepts it. Its temporary file likewise.
         for status in listing.iter().filter(|s| !s.is_dir) {
-            let rel = status.path.strip_prefix(&root).unwrap_or(&status.path).trim_start_matches('/');
-            let Some(file) = rel.strip_prefix("tag/") else { continue };
+            let Some(file) = in_table(&root, &status.path).strip_prefix("tag/") else { continue };
             let old_enough = status.last_modified.is_some_and(|m| m.timestamp_millis() <= cutoff);
             let cut = (file.starts_with("tag-") && status.size == 0)
                 || (file.starts_with(".tag-") && file.ends_with(".tmp"));
@@ -89,7 +88,7 @@ impl Maintainer {
             if modified.timestamp_millis() > cutoff {
                 continue;
             }
-            let rel = status.path.strip_prefix(&root).unwrap_or(&status.path).trim_start_matches('/');
+            let rel = in_table(&root, &status.path);
             let file = rel.rsplit('/').next().unwrap_or(rel);
             let orphan = if rel.split('/').any(|p| p.starts_with("bucket-")) {
                 !keep.data.contains(file)
@@ -116,4 +115,9 @@ impl Maintainer {
         }
         Ok(report)
     }
+}
+
+/// A listed path relative to the table's directory `root` (`tag/tag-x`, `bucket-0/data-…`).
+fn in_table<'a>(root: &str, path: &'a str) -> &'a str {
+    path.strip_prefix(root).unwrap_or(path).trim_start_matches('/')
 }

@@ -43,10 +43,7 @@ pub(crate) async fn read_rows(
     limit: Option<usize>,
     at: At,
 ) -> Result<Rows, ApiError> {
-    let ts = s.ls.spec.table(table).ok_or_else(|| EngineError::UnknownTable {
-        name: table.into(),
-        known: s.ls.spec.tables.keys().cloned().collect(),
-    })?;
+    let ts = livestate_engine::read::table_spec(&s.ls.spec, table)?;
     let condition = match condition {
         Some(c) => Some(parse_where(ts, c)?),
         None => None,
@@ -103,13 +100,7 @@ pub(crate) async fn quarantine(
     caller.require(Permission::Read)?;
     let axum::extract::Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     if let Some(t) = &q.table {
-        if s.ls.spec.table(t).is_none() {
-            return Err(EngineError::UnknownTable {
-                name: t.clone(),
-                known: s.ls.spec.tables.keys().cloned().collect(),
-            }
-            .into());
-        }
+        livestate_engine::read::table_spec(&s.ls.spec, t)?;
     }
     let limit = q.limit.unwrap_or(100).clamp(1, 10_000);
     let layout = s.ls.layout.clone();
@@ -202,23 +193,13 @@ pub(crate) async fn consistent(
         return Err(ApiError::bad_request(format!("`tables` must name 1 to {MAX_READS} tables")));
     }
     for t in &req.tables {
-        match s.ls.spec.table(&t.table) {
-            None => {
-                return Err(EngineError::UnknownTable {
-                    name: t.table.clone(),
-                    known: s.ls.spec.tables.keys().cloned().collect(),
-                }
-                .into())
-            }
-            Some(ts) if !ts.derived_here() => {
-                return Err(ApiError::bad_request(format!(
-                    "table `{}` is derived_by = \"external\": another engine commits it at its own \
-                     checkpoints, not at record offsets, so it cannot be read as of one offset; read it \
-                     alone with GET /v1/tables/{}/rows",
-                    t.table, t.table
-                )))
-            }
-            Some(_) => {}
+        if !livestate_engine::read::table_spec(&s.ls.spec, &t.table)?.derived_here() {
+            return Err(ApiError::bad_request(format!(
+                "table `{}` is derived_by = \"external\": another engine commits it at its own \
+                 checkpoints, not at record offsets, so it cannot be read as of one offset; read it \
+                 alone with GET /v1/tables/{}/rows",
+                t.table, t.table
+            )));
         }
     }
     let mut names: Vec<String> = req.tables.iter().map(|t| t.table.clone()).collect();
@@ -452,10 +433,7 @@ pub(crate) async fn schema(
     UrlPath(table): UrlPath<String>,
 ) -> Result<Json<Value>, ApiError> {
     caller.require(Permission::Read)?;
-    let ts = s.ls.spec.table(&table).ok_or_else(|| EngineError::UnknownTable {
-        name: table.clone(),
-        known: s.ls.spec.tables.keys().cloned().collect(),
-    })?;
+    let ts = livestate_engine::read::table_spec(&s.ls.spec, &table)?;
     let columns: Vec<Value> = ts
         .columns
         .iter()
