@@ -88,8 +88,13 @@ pub async fn serve(
         let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
             req.extensions_mut().insert(ConnectInfo(addr));
             let timed_out = Arc::new(AtomicBool::new(false));
+            // A request without a body (most reads) needs no timer.
             let req = req.map(|body| {
-                axum::body::Body::new(TimedBody::new(body, body_timeout, Arc::clone(&timed_out)))
+                if http_body::Body::is_end_stream(&body) {
+                    axum::body::Body::new(body)
+                } else {
+                    axum::body::Body::new(TimedBody::new(body, body_timeout, Arc::clone(&timed_out)))
+                }
             });
             let mut app = app.clone();
             async move {
