@@ -263,6 +263,25 @@ impl Client {
         self.get(&format!("/v1/proposals/{}/audit", enc(id))).await
     }
 
+    /// `GET /v1/proposals/{id}/sheet`: every input of the decision with its receipt, its lag
+    /// against the decision's need and its value now, the rule's arithmetic and the verdict
+    /// whether the inputs were read at one instant.
+    ///
+    /// # Errors
+    /// [`ClientError`]; 404 for an unknown proposal or one of an undeclared kind.
+    pub async fn sheet(&self, id: &str) -> Result<Value, ClientError> {
+        self.get(&format!("/v1/proposals/{}/sheet", enc(id))).await
+    }
+
+    /// `GET /v1/decision-kinds`: each declared decision kind's module, action fields, inputs
+    /// (table, column, key, need), rule and summary template.
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn decision_kinds(&self) -> Result<Value, ClientError> {
+        self.get("/v1/decision-kinds").await
+    }
+
     /// `GET /v1/outbox/{module}?after=`.
     ///
     /// # Errors

@@ -32,6 +32,7 @@ pub mod listen;
 mod openapi;
 mod proposals;
 mod reads;
+mod sheet;
 pub mod store;
 mod web;
 mod webhook;
@@ -347,6 +348,8 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/proposals/{id}", get(proposals::get))
         .route("/v1/proposals/{id}/decision", post(proposals::decide))
         .route("/v1/proposals/{id}/audit", get(proposals::audit))
+        .route("/v1/proposals/{id}/sheet", get(sheet::sheet))
+        .route("/v1/decision-kinds", get(sheet::kinds))
         .route("/v1/outbox/{module}", get(proposals::outbox))
         .route("/metrics", get(reads::metrics))
         // The web inbox for people (cookie sessions; see `web`).

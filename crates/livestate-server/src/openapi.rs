@@ -27,6 +27,8 @@ use utoipa::{Modify, OpenApi};
         crate::proposals::decide,
         crate::proposals::outbox,
         crate::proposals::audit,
+        crate::sheet::sheet,
+        crate::sheet::kinds,
     ),
     components(schemas(
         crate::reads::ConsistentRead,
@@ -41,6 +43,15 @@ use utoipa::{Modify, OpenApi};
         crate::proposals::ProposalList,
         crate::store::Decision,
         crate::store::OutboxItem,
+        crate::sheet::Sheet,
+        crate::sheet::SheetInput,
+        crate::sheet::SheetStep,
+        crate::sheet::Verdict,
+        crate::sheet::Instant,
+        crate::sheet::KindList,
+        crate::sheet::KindDoc,
+        crate::sheet::InputDoc,
+        crate::sheet::StepDoc,
     )),
     modifiers(&BearerToken, &ErrorAnswers)
 )]

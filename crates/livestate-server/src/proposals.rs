@@ -309,6 +309,7 @@ pub(crate) async fn create(
         return retried(&s, &p, &existing);
     }
     check_proposal(&s.ls.spec, &p)?;
+    crate::sheet::check_inputs(&s.ls.spec, &p)?;
     for (i, src) in p.sources.iter().enumerate() {
         if src.tag.is_some() {
             return Err(ApiError::bad_request(format!(

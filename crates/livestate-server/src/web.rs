@@ -495,6 +495,62 @@ fn rows_table(s: &Shared, table: &str, rows: &[Value]) -> String {
     out
 }
 
+/// The sheet as HTML: (the action in words, the sheet's section). The person sees the numbers
+/// first, then the arithmetic and the verdict; the raw action stays behind a disclosure.
+fn sheet_html(sh: &crate::sheet::Sheet) -> (String, String) {
+    let mut rows = String::new();
+    for i in &sh.inputs {
+        let key: Vec<String> = i.key.iter().map(|(k, v)| format!("{k}={}", text(v))).collect();
+        let fresh = match i.fresh_enough {
+            Some(true) => r#"<span class="fresh">within</span>"#.to_string(),
+            Some(false) => r#"<span class="stale">over</span>"#.to_string(),
+            None => "unknown".to_string(),
+        };
+        let lag = i.lag_ms.map_or("-".to_string(), |l| format!("{l} ms"));
+        let changed = if i.changed_since {
+            format!(r#"<span class="changed">changed since: now {}</span>"#, esc(&text(&i.value_now)))
+        } else {
+            r#"<span class="muted">unchanged</span>"#.to_string()
+        };
+        rows.push_str(&format!(
+            r#"<tr data-input="{name}"><th scope="row">{name}</th><td class="value">{value}</td><td><code>{table}.{column}</code> at {key}</td><td>snapshot {snap}, offset {offset}, committed {committed}</td><td>{lag} against {need} needed: {fresh}</td><td class="now">{changed}</td></tr>"#,
+            name = esc(&i.name),
+            value = esc(&text(&i.value)),
+            table = esc(&i.table),
+            column = esc(&i.column),
+            key = esc(&key.join(", ")),
+            snap = i.snapshot_id,
+            offset = i.offset.map_or("-".to_string(), |o| o.to_string()),
+            committed = esc(i.committed_at.as_deref().unwrap_or("-")),
+            lag = esc(&lag),
+            need = esc(&i.need),
+        ));
+    }
+    let steps: String = sh
+        .rule
+        .iter()
+        .map(|st| {
+            let value = st.error.as_ref().map_or_else(|| text(&st.value), |e| format!("error: {e}"));
+            format!(
+                "<li><code>{name} = {expr}</code> = <code>{with}</code> = <strong>{value}</strong></li>",
+                name = esc(&st.name),
+                expr = esc(&st.expression),
+                with = esc(&st.with_values),
+                value = esc(&value)
+            )
+        })
+        .collect();
+    let verdict_class = if sh.verdict.one_instant { "one-instant" } else { "several-instants" };
+    let html = format!(
+        r#"<section id="sheet" aria-label="Decision input sheet"><h2>What this decision looks at</h2>
+<table class="sheet"><thead><tr><th scope="col">input</th><th scope="col">value used</th><th scope="col">from</th><th scope="col">read at</th><th scope="col">lag</th><th scope="col">now</th></tr></thead><tbody>{rows}</tbody></table>
+<h3>The rule's arithmetic</h3><ol id="arithmetic">{steps}</ol>
+<p id="verdict" class="{verdict_class}">{verdict}</p></section>"#,
+        verdict = esc(&sh.verdict.text),
+    );
+    (esc(&sh.summary), html)
+}
+
 pub(crate) async fn proposal(
     State(s): State<Arc<Shared>>,
     headers: HeaderMap,
@@ -540,6 +596,19 @@ pub(crate) async fn proposal(
             rows = rows_table(&s, &text(&e["table"]), e["rows_at_tag"].as_array().map(Vec::as_slice).unwrap_or(&[])),
         ));
     }
+    // A declared kind's sheet comes first; any other kind has none.
+    let sheet = match crate::sheet::sheet_of(&s, &id).await {
+        Ok(sh) => Some(sheet_html(&sh)),
+        Err(e) if e.status == axum::http::StatusCode::NOT_FOUND => None,
+        Err(e) => Some((
+            esc(&p.summary),
+            format!(r#"<p class="flash error">The sheet could not be read: {}</p>"#, esc(&e.message)),
+        )),
+    };
+    let (headline, sheet) = match sheet {
+        Some((words, html)) => (words, html),
+        None => (esc(&p.summary), String::new()),
+    };
     let decision = match &p.decision {
         Some(d) => format!(
             r#"<p id="decision"><span class="status status-{st}">{st}</span> by {by} at {at}: {reason}</p>"#,
@@ -566,11 +635,12 @@ pub(crate) async fn proposal(
     };
     let body = format!(
         r#"<p><a href="/inbox">← Inbox</a></p>
-<h1>{summary}</h1>
+<h1 id="summary">{headline}</h1>
 {flash}
 <p><span class="status status-{status}">{status}</span> <span class="muted">{kind} proposed by agent {agent} for module {module}, {age} (record offset {offset})</span></p>
-<h2>Drafted action</h2>
-<pre>{action}</pre>
+{sheet}
+<details id="raw-action"><summary>Drafted action (JSON)</summary>
+<pre>{action}</pre></details>
 <h2>Rule: {rule} v{version}</h2>
 <p>{rule_text}</p>
 <dl>{params}</dl>
@@ -581,7 +651,6 @@ pub(crate) async fn proposal(
 <h2>Decision</h2>
 {decision}
 <p><a href="/proposals/{id}/audit">Lineage: proposal → decision → module events → state</a></p>"#,
-        summary = esc(&p.summary),
         flash = flash(&n),
         status = esc(&p.status),
         kind = esc(&p.kind),

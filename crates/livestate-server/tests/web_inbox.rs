@@ -2,52 +2,16 @@
 //! a person signs in, sees a proposal appear without reloading, opens it, sees the evidence
 //! rows from the pinned snapshot, approves, and sees the inbox update; a decision made
 //! elsewhere meanwhile is refused with a clear message. Screenshots of the inbox and of a
-//! proposal are saved as test artefacts.
+//! proposal are saved as test artefacts. A proposal of a declared kind shows its sheet first:
+//! the action in words, each input with a marker when it changed since, and the verdict.
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-use common::start;
-use fantoccini::{ClientBuilder, Locator};
+use common::browser::{artifacts, wait_for, Browser};
+use common::decisions::{cite, read_all, replenishment, stocked};
+use common::{event, eventually, start};
+use fantoccini::Locator;
 use serde_json::json;
-
-struct Driver(Child);
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn artifacts() -> PathBuf {
-    let dir = std::env::var_os("LIVESTATE_ARTIFACTS").map(PathBuf::from).unwrap_or_else(|| {
-        let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| {
-            PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it")).join("../../target")
-        });
-        target.join("test-artifacts")
-    });
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-async fn wait_for(c: &fantoccini::Client, css: &str) -> fantoccini::elements::Element {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        if let Ok(e) = c.find(Locator::Css(css)).await {
-            return e;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "`{css}` never appeared; page: {}",
-            c.source().await.unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 fn proposal(snapshot: &serde_json::Value, row: &serde_json::Value, key: &str) -> serde_json::Value {
     json!({
@@ -62,39 +26,8 @@ fn proposal(snapshot: &serde_json::Value, row: &serde_json::Value, key: &str) ->
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_signs_in_sees_a_proposal_arrive_opens_its_evidence_and_approves_it() {
-    let chromedriver = ["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())
-        .expect("ChromeDriver is missing: install the Debian packages chromium and chromium-driver (scripts/check does)");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let _driver = Driver(
-        Command::new(chromedriver)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({"binary": "/usr/bin/chromium", "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"]}),
-    );
-    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let c = loop {
-        match ClientBuilder::new(connector.clone())
-            .capabilities(caps.clone())
-            .connect(&format!("http://127.0.0.1:{port}"))
-            .await
-        {
-            Ok(c) => break c,
-            Err(e) => {
-                assert!(Instant::now() < deadline, "ChromeDriver did not start: {e}");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-    };
+    let browser = Browser::start().await;
+    let c = &browser.client;
 
     let server = start().await;
     let url = server.url();
@@ -110,13 +43,13 @@ async fn a_person_signs_in_sees_a_proposal_arrive_opens_its_evidence_and_approve
         .await
         .unwrap();
     c.find(Locator::Css("form button[type=submit]")).await.unwrap().click().await.unwrap();
-    let refused = wait_for(&c, ".flash.error").await.text().await.unwrap();
+    let refused = wait_for(c, ".flash.error").await.text().await.unwrap();
     assert!(refused.contains("Only people sign in here"), "{refused}");
 
     // A person signs in.
     c.find(Locator::Css("#token")).await.unwrap().send_keys(&server.tokens["person:ana"]).await.unwrap();
     c.find(Locator::Css("form button[type=submit]")).await.unwrap().click().await.unwrap();
-    wait_for(&c, "#pending").await;
+    wait_for(c, "#pending").await;
     assert!(c.source().await.unwrap().contains("Nothing waiting"));
 
     // A proposal appears without a reload.
@@ -124,7 +57,7 @@ async fn a_person_signs_in_sees_a_proposal_arrive_opens_its_evidence_and_approve
     let agent = server.client("agent:procurement");
     let created = agent.propose(&proposal(&snapshot, &row, "first")).await.unwrap();
     let id = created["id"].as_str().unwrap().to_string();
-    let appeared = wait_for(&c, &format!("tr[data-proposal='{id}']")).await;
+    let appeared = wait_for(c, &format!("tr[data-proposal='{id}']")).await;
     assert!(appeared.text().await.unwrap().contains("Order bolts (first)"));
     let same_page = c.execute("return window.__not_reloaded;", vec![]).await.unwrap();
     assert_eq!(same_page, json!(42), "the row arrived by server-sent events, not a reload");
@@ -133,8 +66,7 @@ async fn a_person_signs_in_sees_a_proposal_arrive_opens_its_evidence_and_approve
 
     // The proposal page shows the evidence rows from the pinned snapshot.
     c.find(Locator::Css(&format!("tr[data-proposal='{id}'] a"))).await.unwrap().click().await.unwrap();
-    let evidence =
-        wait_for(&c, "section[aria-label='Evidence from stock'] table").await.text().await.unwrap();
+    let evidence = wait_for(c, "section[aria-label='Evidence from stock'] table").await.text().await.unwrap();
     assert!(evidence.contains("bolt") && evidence.contains("north") && evidence.contains("50"), "{evidence}");
     let page = c.source().await.unwrap();
     assert!(
@@ -152,13 +84,13 @@ async fn a_person_signs_in_sees_a_proposal_arrive_opens_its_evidence_and_approve
     // Approve with a reason.
     c.find(Locator::Css("#reason")).await.unwrap().send_keys("needed this week").await.unwrap();
     c.find(Locator::Css("button.approve")).await.unwrap().click().await.unwrap();
-    let decided = wait_for(&c, "#decision").await.text().await.unwrap();
+    let decided = wait_for(c, "#decision").await.text().await.unwrap();
     assert!(decided.contains("approved") && decided.contains("person:ana"), "{decided}");
     assert_eq!(server.client("admin").proposal(&id).await.unwrap()["proposal"]["status"], "approved");
 
     // The lineage: proposal, decision, (no module events yet), state now.
     c.goto(&format!("{url}/proposals/{id}/audit")).await.unwrap();
-    let lineage = wait_for(&c, "ol.lineage").await.text().await.unwrap();
+    let lineage = wait_for(c, "ol.lineage").await.text().await.unwrap();
     assert!(lineage.contains("approved by person:ana") && lineage.contains("needed this week"), "{lineage}");
 
     // A form post without the session's CSRF token is refused and decides nothing.
@@ -181,19 +113,68 @@ async fn a_person_signs_in_sees_a_proposal_arrive_opens_its_evidence_and_approve
         .unwrap()
         .to_string();
     c.goto(&format!("{url}/proposals/{second}")).await.unwrap();
-    wait_for(&c, "#reason").await.send_keys("me too").await.unwrap();
+    wait_for(c, "#reason").await.send_keys("me too").await.unwrap();
     server.client("person:ana").decide(&second, false, "decided by phone").await.unwrap();
     c.find(Locator::Css("button.approve")).await.unwrap().click().await.unwrap();
-    let refusal = wait_for(&c, ".flash.error").await.text().await.unwrap();
+    let refusal = wait_for(c, ".flash.error").await.text().await.unwrap();
     assert!(refusal.contains("already rejected by person:ana"), "{refusal}");
 
     // The inbox no longer lists either; the tables page shows budgets and lag.
     c.goto(&format!("{url}/inbox")).await.unwrap();
-    let pending = wait_for(&c, "#pending").await.text().await.unwrap();
+    let pending = wait_for(c, "#pending").await.text().await.unwrap();
     assert!(pending.contains("Nothing waiting"), "{pending}");
     c.goto(&format!("{url}/tables")).await.unwrap();
-    let tables = wait_for(&c, "main table").await.text().await.unwrap();
+    let tables = wait_for(c, "main table").await.text().await.unwrap();
     assert!(tables.contains("stock") && tables.contains("200ms"), "{tables}");
-    c.close().await.unwrap();
+    c.clone().close().await.unwrap();
     eprintln!("screenshots: {}", out.display());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_deciding_sees_the_sheet_first_with_the_action_in_words_what_changed_and_the_verdict() {
+    let browser = Browser::start().await;
+    let c = &browser.client;
+    let server = start().await;
+    let url = server.url();
+    stocked(&server).await;
+    let read = read_all(&server).await;
+    let agent = server.client("agent:procurement");
+    let sources = vec![cite(&read, "stock"), cite(&read, "supplier_items"), cite(&read, "supplier_risk")];
+    let id = agent.propose(&replenishment(sources)).await.unwrap()["id"].as_str().unwrap().to_string();
+    // On hand changes after the agent read it.
+    let counted =
+        event("c9", "inventory.stock_counted", json!({"item": "bolt", "location": "north", "on_hand": 20}));
+    server.client("module:inventory").emit(&counted).await.unwrap();
+    eventually("the count to reach the stock row", || async {
+        let r = agent.rows("stock", &[("item", "bolt"), ("location", "north")]).await.unwrap();
+        (r["rows"][0]["on_hand"] == json!(20)).then_some(())
+    })
+    .await;
+
+    browser.sign_in(&url, &server.tokens["person:ana"]).await;
+    c.goto(&format!("{url}/proposals/{id}")).await.unwrap();
+    let summary = wait_for(c, "h1#summary").await.text().await.unwrap();
+    assert_eq!(summary, "Order 100 x bolt from acme for north: available 35 < reorder point 40");
+    let on_hand = wait_for(c, "tr[data-input='on_hand']").await.text().await.unwrap();
+    assert!(on_hand.contains("50") && on_hand.contains("stock.on_hand"), "{on_hand}");
+    let changed = wait_for(c, "tr[data-input='on_hand'] .changed").await.text().await.unwrap();
+    assert!(changed.contains("changed since: now 20"), "{changed}");
+    assert!(
+        c.find(Locator::Css("tr[data-input='reserved'] .changed")).await.is_err(),
+        "reserved did not change"
+    );
+    let verdict = wait_for(c, "#verdict.one-instant").await.text().await.unwrap();
+    assert!(verdict.contains("all 8 inputs were read at one instant"), "{verdict}");
+    let arithmetic = wait_for(c, "#arithmetic").await.text().await.unwrap();
+    assert!(
+        arithmetic.contains("coalesce(50, 0) - coalesce(15, 0) + coalesce(null, 0)")
+            && arithmetic.contains("35 < 40"),
+        "{arithmetic}"
+    );
+    // The sheet comes before the evidence; the raw action only on request.
+    let page = c.source().await.unwrap();
+    assert!(page.find("id=\"sheet\"").unwrap() < page.find("Evidence: what the agent read").unwrap());
+    assert!(!c.find(Locator::Css("#raw-action pre")).await.unwrap().is_displayed().await.unwrap());
+    std::fs::write(artifacts().join("sheet.png"), c.screenshot().await.unwrap()).unwrap();
+    c.clone().close().await.unwrap();
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use indexmap::IndexMap;
 use serde::Deserialize;
 
+use crate::decision::{self, DecisionKind, RawDecision};
 use crate::error::{Problem, SpecError};
 use crate::expr::{Expr, ExprType};
 use crate::freshness::Freshness;
@@ -42,6 +43,9 @@ pub struct CompanySpec {
     pub tables: IndexMap<String, TableSpec>,
     pub mappings: Vec<Mapping>,
     pub triggers: IndexMap<String, Trigger>,
+    /// Decision kinds (`[decisions.KIND]`): the inputs each decision looks at, its rule and
+    /// its action in words.
+    pub decisions: IndexMap<String, DecisionKind>,
 }
 
 /// An edge trigger on a state table: it fires once for a key when `when` turns true for the
@@ -287,6 +291,8 @@ struct RawFile {
     mappings: Vec<RawMapping>,
     #[serde(default)]
     triggers: IndexMap<String, RawTrigger>,
+    #[serde(default)]
+    decisions: IndexMap<String, RawDecision>,
 }
 
 #[derive(Deserialize)]
@@ -338,10 +344,11 @@ struct Builder {
     tables: IndexMap<String, TableSpec>,
     raw_mappings: Vec<(PathBuf, usize, RawMapping)>,
     raw_triggers: Vec<(PathBuf, String, RawTrigger)>,
+    raw_decisions: Vec<(PathBuf, String, RawDecision)>,
     table_files: BTreeMap<String, PathBuf>,
 }
 
-fn valid_name(s: &str) -> bool {
+pub(crate) fn valid_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
         && s.chars().next().is_some_and(|c| c.is_ascii_lowercase())
@@ -365,6 +372,9 @@ impl Builder {
         }
         for (name, t) in raw.triggers {
             self.raw_triggers.push((file.to_path_buf(), name, t));
+        }
+        for (name, d) in raw.decisions {
+            self.raw_decisions.push((file.to_path_buf(), name, d));
         }
     }
 
@@ -743,7 +753,26 @@ impl Builder {
                 triggers.insert(name, t);
             }
         }
+        let mut modules: Vec<&str> =
+            self.events.values().map(|e| e.module.as_str()).filter(|m| *m != "decisions").collect();
+        modules.sort_unstable();
+        modules.dedup();
+        let mut decisions = IndexMap::new();
+        for (file, name, d) in std::mem::take(&mut self.raw_decisions) {
+            if decisions.contains_key(&name) {
+                self.problems.push(Problem {
+                    file,
+                    at: format!("decisions.{name}"),
+                    message: "declared twice".into(),
+                });
+                continue;
+            }
+            if let Some(k) = decision::check(&file, &name, d, &self.tables, &modules, &mut self.problems) {
+                decisions.insert(name, k);
+            }
+        }
         for (what, n) in [
+            ("decisions", decisions.len()),
             ("tables", self.tables.len()),
             ("events", self.events.len()),
             ("mappings", mappings.len()),
@@ -767,7 +796,7 @@ impl Builder {
         if !self.problems.is_empty() {
             return Err(SpecError::Invalid(self.problems));
         }
-        Ok(CompanySpec { events: self.events, tables: self.tables, mappings, triggers })
+        Ok(CompanySpec { events: self.events, tables: self.tables, mappings, triggers, decisions })
     }
 }
 

@@ -27,6 +27,7 @@
 //! ```
 
 pub mod company;
+pub mod decision;
 mod error;
 pub mod event;
 pub mod expr;
@@ -41,6 +42,7 @@ pub mod types;
 pub use company::{
     Action, CompanySpec, DerivedBy, EventType, FieldSpec, Lookup, Mapping, MergeEngine, TableSpec, Trigger,
 };
+pub use decision::{DecisionInput, DecisionKind, RuleStep, StepResult};
 pub use error::{EventError, Problem, SpecError};
 pub use event::{module_of, Event, EventEnvelope, LineHead, RowOp};
 pub use freshness::Freshness;

@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 use livestate_client::Client;
 use serde_json::{json, Value};
 
+pub mod browser;
+pub mod decisions;
+
 /// The principals every test server has, with their scopes.
 pub const PRINCIPALS: [(&str, &[&str]); 7] = [
     ("module:inventory", &[]),

@@ -1,0 +1,491 @@
+//! Decision input sheets: for a proposal of a declared decision kind, every number the decision
+//! looks at, where it came from, how fresh it was against what the decision needs, what it is
+//! now, the rule's arithmetic with the numbers in it, and whether the numbers were read at one
+//! instant.
+//!
+//! A proposal of a declared kind must cite a receipt for every input ([`check_inputs`], before
+//! anything is pinned or recorded). The sheet reads each input's value back from the tag that
+//! pins the cited snapshot, so it holds after the rows changed, after compaction and after
+//! expiry.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{Path as UrlPath, State};
+use axum::Json;
+use livestate_engine::At;
+use livestate_spec::{CompanySpec, DecisionInput, DecisionKind, Freshness, Value as SpecValue};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::auth::Permission;
+use crate::error::ApiError;
+use crate::proposals::{document, find, NewProposal, Source};
+use crate::reads::{key_text, read_rows};
+use crate::{Caller, Shared};
+
+/// The sheet of a proposal: `GET /v1/proposals/{id}/sheet`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Sheet {
+    pub proposal_id: String,
+    pub kind: String,
+    pub description: Option<String>,
+    pub module: String,
+    pub agent: String,
+    /// `pending`, `approved` or `rejected`.
+    pub status: String,
+    pub created_at: String,
+    /// The action in words, from the kind's summary template and the values the agent used.
+    pub summary: String,
+    /// The one line the agent wrote.
+    pub agent_summary: String,
+    #[schema(value_type = Object)]
+    pub action: Map<String, Value>,
+    /// One line per declared input, in the kind's order.
+    pub inputs: Vec<SheetInput>,
+    /// The rule's arithmetic over the values the agent used.
+    pub rule: Vec<SheetStep>,
+    /// The rule in the agent's words.
+    pub rule_text: String,
+    pub verdict: Verdict,
+}
+
+/// One number the decision looked at.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SheetInput {
+    pub name: String,
+    pub table: String,
+    pub column: String,
+    /// The key it was read by (key column → value).
+    #[schema(value_type = Object)]
+    pub key: Map<String, Value>,
+    /// The value the agent used: what the pinned snapshot holds for the key (`null`: no row).
+    #[schema(value_type = Object)]
+    pub value: Value,
+    pub snapshot_id: i64,
+    /// The tag that pins the snapshot.
+    pub tag: String,
+    /// The record offset the snapshot reflects (every event below it).
+    pub offset: Option<u64>,
+    pub committed_at: Option<String>,
+    /// How stale the number was when the proposal was recorded, measured on the record as
+    /// receipts measure lag: how long the oldest event the snapshot does not reflect had been
+    /// recorded (0 when it reflects every event recorded before the proposal).
+    pub lag_ms: Option<u64>,
+    /// The lag the agent's receipt gave when it read (as the agent cited it).
+    pub cited_lag_ms: Option<u64>,
+    /// How fresh this decision needs the number (`1m`, `nightly@02:00`).
+    pub need: String,
+    /// The need in milliseconds when the proposal was made.
+    pub need_ms: u64,
+    /// Whether `lag_ms` was within the need; `null` when the lag is unknown.
+    pub fresh_enough: Option<bool>,
+    /// The value now (`null`: no row now).
+    #[schema(value_type = Object)]
+    pub value_now: Value,
+    pub now_snapshot_id: Option<i64>,
+    pub now_offset: Option<u64>,
+    /// Whether the value now differs from the value the agent used.
+    pub changed_since: bool,
+}
+
+/// One step of the rule's arithmetic.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SheetStep {
+    pub name: String,
+    pub expression: String,
+    /// The expression with the numbers in it.
+    pub with_values: String,
+    #[schema(value_type = Object)]
+    pub value: Value,
+    /// Why the step has no value (an overflow, a division by zero).
+    pub error: Option<String>,
+}
+
+/// Whether the inputs were read at one instant.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Verdict {
+    /// Every input came from snapshots reflecting the same record offset.
+    pub one_instant: bool,
+    /// The instants the inputs were read at, by offset.
+    pub instants: Vec<Instant>,
+    /// Events recorded between the earliest and the latest instant (0 at one instant).
+    pub offset_spread: u64,
+    /// Milliseconds between the earliest and the latest commit read.
+    pub time_spread_ms: i64,
+    /// The verdict in words.
+    pub text: String,
+}
+
+/// One instant some inputs were read at.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Instant {
+    pub offset: Option<u64>,
+    pub committed_at: Option<String>,
+    pub inputs: Vec<String>,
+}
+
+/// The kind `p` declares, if any.
+fn declared<'a>(spec: &'a CompanySpec, kind: &str) -> Option<&'a DecisionKind> {
+    spec.decisions.get(kind)
+}
+
+/// Whether `row` (a cited row or key) has `key`'s values on the key columns.
+fn has_key(ts: &livestate_spec::TableSpec, row: &Map<String, Value>, key: &[(String, SpecValue)]) -> bool {
+    key.iter().all(|(col, want)| {
+        row.get(col).and_then(|v| SpecValue::from_json(v, ts.columns[col.as_str()]).ok()).as_ref()
+            == Some(want)
+    })
+}
+
+/// The source citing `input` for `key`: a cited row with that key holding the input's column,
+/// or a `keys` entry naming exactly that key.
+fn citing(
+    spec: &CompanySpec,
+    sources: &[Source],
+    input: &DecisionInput,
+    key: &[(String, SpecValue)],
+) -> Option<usize> {
+    let ts = spec.table(&input.table)?;
+    sources.iter().position(|s| {
+        s.table == input.table
+            && (s.rows.iter().any(|r| r.contains_key(&input.column) && has_key(ts, r, key))
+                || s.keys.iter().any(|k| k.len() == key.len() && has_key(ts, k, key)))
+    })
+}
+
+/// For a proposal of a declared kind: the module is the kind's, the action holds the declared
+/// fields, and a source cites a receipt for every input.
+///
+/// # Errors
+/// 400 naming the module, the action field or the first input not cited.
+pub(crate) fn check_inputs(spec: &CompanySpec, p: &NewProposal) -> Result<(), ApiError> {
+    let Some(kind) = declared(spec, &p.kind) else { return Ok(()) };
+    if p.module != kind.module {
+        return Err(ApiError::bad_request(format!(
+            "module `{}`: proposals of kind `{}` are carried out by `{}`",
+            p.module, kind.name, kind.module
+        )));
+    }
+    kind.check_action(&p.action).map_err(ApiError::bad_request)?;
+    for input in kind.inputs.values() {
+        let key = kind.input_key(input, &p.action).map_err(ApiError::bad_request)?;
+        if citing(spec, &p.sources, input, &key).is_none() {
+            return Err(ApiError::bad_request(format!(
+                "input `{}` of kind `{}` ({}.{} at {}) is not cited: cite a row of `{}` with that key (holding `{}`) \
+                 or the key itself, with the receipt it was read with",
+                input.name,
+                kind.name,
+                input.table,
+                input.column,
+                key_words(&key),
+                input.table,
+                input.column
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn key_words(key: &[(String, SpecValue)]) -> String {
+    key.iter().map(|(c, v)| format!("{c}={v}")).collect::<Vec<_>>().join(", ")
+}
+
+/// Rows read for a sheet, by (table, key, version).
+type ReadCache = HashMap<(String, String, String), (Option<Map<String, Value>>, livestate_engine::Receipt)>;
+
+/// The row of `table` with the key `filters` at `at` (`None`: no row), with its receipt.
+async fn row_at(
+    s: &Shared,
+    cache: &mut ReadCache,
+    table: &str,
+    filters: &[(String, String)],
+    at: At,
+    version: String,
+) -> Result<(Option<Map<String, Value>>, livestate_engine::Receipt), ApiError> {
+    let cache_key = (table.to_string(), format!("{filters:?}"), version);
+    if let Some(hit) = cache.get(&cache_key) {
+        return Ok(hit.clone());
+    }
+    let rows = read_rows(s, table, filters.to_vec(), None, Some(1), at).await?;
+    let row = rows.json_rows().into_iter().next().and_then(|r| r.as_object().cloned());
+    cache.insert(cache_key, (row.clone(), rows.receipt.clone()));
+    Ok((row, rows.receipt))
+}
+
+/// How long the event at `offset` (the first one a snapshot does not reflect) had been recorded
+/// when the proposal (recorded at `proposed`) was: 0 when there was none before the proposal.
+fn lag_at_proposal(s: &Shared, offset: Option<u64>, proposed: u64) -> Result<Option<u64>, ApiError> {
+    let Some(offset) = offset else { return Ok(None) };
+    if offset >= proposed {
+        return Ok(Some(0));
+    }
+    let (Some(first), Some(proposal)) = (s.ls.record.get(offset)?, s.ls.record.get(proposed)?) else {
+        return Ok(None);
+    };
+    Ok(Some(u64::try_from(proposal.recorded_at_ms - first.recorded_at_ms).unwrap_or(0)))
+}
+
+fn need_ms(need: &Freshness, created_at: &str) -> u64 {
+    let at = chrono::DateTime::parse_from_rfc3339(created_at)
+        .map(|t| t.to_utc())
+        .unwrap_or_else(|_| chrono::Utc::now());
+    need.allowed_lag(at).as_millis() as u64
+}
+
+#[utoipa::path(get, path = "/v1/proposals/{id}/sheet", security(("token" = [])), params(("id" = String, Path)),
+    responses((status = 200, description = "Every input of the decision: the value used, its receipt, its lag against the decision's need, the value now, the rule's arithmetic and the one-instant verdict", body = Sheet),
+        (status = 404, description = "Unknown proposal, or one whose kind the spec does not declare")))]
+pub(crate) async fn sheet(
+    State(s): State<Arc<Shared>>,
+    caller: Caller,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Json<Sheet>, ApiError> {
+    caller.require(Permission::Read)?;
+    sheet_of(&s, &id).await.map(Json)
+}
+
+/// The sheet of proposal `id` (for the API and the web proposal page).
+///
+/// # Errors
+/// 404 for an unknown proposal or an undeclared kind; read errors.
+pub(crate) async fn sheet_of(s: &Arc<Shared>, id: &str) -> Result<Sheet, ApiError> {
+    let p = find(s, id)?;
+    let Some(kind) = declared(&s.ls.spec, &p.kind) else {
+        return Err(ApiError::not_found(format!(
+            "proposal `{id}` is of kind `{}`, which the spec does not declare: it has no sheet (declared: {})",
+            p.kind,
+            s.ls.spec.decisions.keys().cloned().collect::<Vec<_>>().join(", ")
+        )));
+    };
+    let doc = document(s, &p)?;
+    let sources: Vec<Source> =
+        serde_json::from_value(doc.get("sources").cloned().unwrap_or(Value::Array(vec![])))
+            .map_err(ApiError::internal)?;
+    let action: Map<String, Value> =
+        doc.get("action").and_then(Value::as_object).cloned().unwrap_or_default();
+    let agent_summary = doc.get("summary").and_then(Value::as_str).unwrap_or_default().to_string();
+    let rule_text = doc.pointer("/rule/text").and_then(Value::as_str).unwrap_or_default().to_string();
+    // One read per (table, key, version): five inputs from one stock row read it once.
+    let mut read_cache = ReadCache::new();
+    let mut inputs = Vec::new();
+    let mut typed: Vec<(String, SpecValue)> = Vec::new();
+    for input in kind.inputs.values() {
+        let key = kind.input_key(input, &action).map_err(ApiError::internal)?;
+        let i = citing(&s.ls.spec, &sources, input, &key)
+            .ok_or_else(|| ApiError::internal(format!("input `{}` is not cited", input.name)))?;
+        let src = &sources[i];
+        let tag = src.tag.clone().unwrap_or_default();
+        let filters: Vec<(String, String)> =
+            key.iter().map(|(c, v)| (c.clone(), key_text(&v.to_json()))).collect();
+        let (then_row, then_receipt) =
+            row_at(s, &mut read_cache, &input.table, &filters, At::Tag(tag.clone()), format!("tag:{tag}"))
+                .await?;
+        let (now_row, now_receipt) =
+            row_at(s, &mut read_cache, &input.table, &filters, At::Latest, "latest".into()).await?;
+        let value = then_row.as_ref().and_then(|r| r.get(&input.column).cloned()).unwrap_or(Value::Null);
+        let value_now = now_row.as_ref().and_then(|r| r.get(&input.column).cloned()).unwrap_or(Value::Null);
+        typed.push((
+            input.name.clone(),
+            SpecValue::from_json(&value, input.column_type).unwrap_or(SpecValue::Null),
+        ));
+        let need_ms = need_ms(&input.need, &p.created_at);
+        let lag = lag_at_proposal(s, then_receipt.offset, p.created_offset)?;
+        inputs.push(SheetInput {
+            name: input.name.clone(),
+            table: input.table.clone(),
+            column: input.column.clone(),
+            key: key.iter().map(|(c, v)| (c.clone(), v.to_json())).collect(),
+            changed_since: value_now != value,
+            value,
+            snapshot_id: src.snapshot_id,
+            tag,
+            offset: then_receipt.offset,
+            committed_at: then_receipt.committed_at.clone(),
+            lag_ms: lag,
+            cited_lag_ms: src.lag_ms,
+            need: input.need.to_string(),
+            need_ms,
+            fresh_enough: lag.map(|l| l <= need_ms),
+            value_now,
+            now_snapshot_id: now_receipt.snapshot_id,
+            now_offset: now_receipt.offset,
+        });
+    }
+    let lookup = |n: &str| -> Option<SpecValue> {
+        typed.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone()).or_else(|| {
+            let ty = kind.action.get(n)?;
+            action.get(n).and_then(|v| SpecValue::from_json(v, *ty).ok())
+        })
+    };
+    let steps = kind.evaluate(&lookup);
+    let summary = kind.render_summary(&|n| {
+        steps
+            .iter()
+            .find(|st| st.name == n)
+            .and_then(|st| st.value.clone().ok())
+            .or_else(|| lookup(n))
+            .map(|v| v.to_string())
+    });
+    let rule = steps
+        .into_iter()
+        .map(|st| SheetStep {
+            name: st.name,
+            expression: st.text,
+            with_values: st.with_values,
+            value: st.value.as_ref().map(SpecValue::to_json).unwrap_or(Value::Null),
+            error: st.value.err(),
+        })
+        .collect();
+    Ok(Sheet {
+        proposal_id: p.id.clone(),
+        kind: kind.name.clone(),
+        description: kind.description.clone(),
+        module: p.module.clone(),
+        agent: p.agent.clone(),
+        status: p.status.clone(),
+        created_at: p.created_at.clone(),
+        summary,
+        agent_summary,
+        action,
+        verdict: verdict(&inputs),
+        inputs,
+        rule,
+        rule_text,
+    })
+}
+
+/// Groups the inputs by the offset their snapshots reflect.
+pub(crate) fn verdict(inputs: &[SheetInput]) -> Verdict {
+    let mut instants: Vec<Instant> = Vec::new();
+    for i in inputs {
+        match instants.iter_mut().find(|x| x.offset == i.offset) {
+            Some(x) => x.inputs.push(i.name.clone()),
+            None => instants.push(Instant {
+                offset: i.offset,
+                committed_at: i.committed_at.clone(),
+                inputs: vec![i.name.clone()],
+            }),
+        }
+    }
+    instants.sort_by_key(|x| x.offset);
+    let offsets: Vec<u64> = instants.iter().filter_map(|x| x.offset).collect();
+    let offset_spread = match (offsets.iter().min(), offsets.iter().max()) {
+        (Some(a), Some(b)) => b - a,
+        _ => 0,
+    };
+    let times: Vec<chrono::DateTime<chrono::Utc>> = inputs
+        .iter()
+        .filter_map(|i| i.committed_at.as_deref())
+        .filter_map(|t| livestate_spec::types::parse_timestamp(t).ok())
+        .collect();
+    let time_spread_ms = match (times.iter().min(), times.iter().max()) {
+        (Some(a), Some(b)) => (*b - *a).num_milliseconds(),
+        _ => 0,
+    };
+    let one_instant = instants.len() == 1 && instants[0].offset.is_some();
+    let text = if one_instant {
+        format!("all {} inputs were read at one instant: offset {}", inputs.len(), offsets[0])
+    } else {
+        let at: Vec<String> = instants
+            .iter()
+            .map(|x| {
+                let o = x.offset.map_or("an unknown offset".to_string(), |o| format!("offset {o}"));
+                format!("{o} ({})", x.inputs.join(", "))
+            })
+            .collect();
+        format!(
+            "the inputs were read at {} different instants: {}; {} events and {} ms apart",
+            instants.len(),
+            at.join("; "),
+            offset_spread,
+            time_spread_ms
+        )
+    };
+    Verdict { one_instant, instants, offset_spread, time_spread_ms, text }
+}
+
+/// The answer of `GET /v1/decision-kinds`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct KindList {
+    pub kinds: Vec<KindDoc>,
+}
+
+/// A declared decision kind: what a proposal of it must hold and cite.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct KindDoc {
+    pub name: String,
+    pub description: Option<String>,
+    /// The module that carries it out: a proposal of this kind names it.
+    pub module: String,
+    /// The action in words; `{name}` is an action field, an input or a rule step.
+    pub summary: String,
+    /// The action's fields and their types.
+    #[schema(value_type = Object)]
+    pub action: Map<String, Value>,
+    /// Every input a proposal must cite a receipt for.
+    pub inputs: Vec<InputDoc>,
+    pub rule: Vec<StepDoc>,
+}
+
+/// One input of a decision kind.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct InputDoc {
+    pub name: String,
+    pub table: String,
+    pub column: String,
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// Key column of the table → the action field holding its value.
+    #[schema(value_type = Object)]
+    pub key: Map<String, Value>,
+    /// How fresh the decision needs it.
+    pub need: String,
+}
+
+/// One step of a decision kind's rule.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct StepDoc {
+    pub name: String,
+    pub expression: String,
+}
+
+/// The declared decision kinds, as documentation for agents.
+pub(crate) fn kind_list(spec: &CompanySpec) -> KindList {
+    let kinds = spec
+        .decisions
+        .values()
+        .map(|k| KindDoc {
+            name: k.name.clone(),
+            description: k.description.clone(),
+            module: k.module.clone(),
+            summary: k.summary.clone(),
+            action: k.action.iter().map(|(f, t)| (f.clone(), Value::String(t.to_string()))).collect(),
+            inputs: k
+                .inputs
+                .values()
+                .map(|i| InputDoc {
+                    name: i.name.clone(),
+                    table: i.table.clone(),
+                    column: i.column.clone(),
+                    ty: i.column_type.to_string(),
+                    key: i.key.iter().map(|(c, f)| (c.clone(), Value::String(f.clone()))).collect(),
+                    need: i.need.to_string(),
+                })
+                .collect(),
+            rule: k
+                .rule
+                .iter()
+                .map(|st| StepDoc { name: st.name.clone(), expression: st.text.clone() })
+                .collect(),
+        })
+        .collect();
+    KindList { kinds }
+}
+
+#[utoipa::path(get, path = "/v1/decision-kinds", security(("token" = [])),
+    responses((status = 200, description = "The declared decision kinds: each one's module, action fields, inputs (table, column, key, need), rule and summary template", body = KindList)))]
+pub(crate) async fn kinds(State(s): State<Arc<Shared>>, caller: Caller) -> Result<Json<KindList>, ApiError> {
+    caller.require(Permission::Read)?;
+    Ok(Json(kind_list(&s.ls.spec)))
+}

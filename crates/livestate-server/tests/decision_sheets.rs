@@ -1,0 +1,243 @@
+//! Decision input sheets over real HTTP: a proposal of a declared kind must cite every input,
+//! and its sheet shows each input's value as the pinned tag holds it (also after the row
+//! changed, compaction and expiry), the value now, the rule's arithmetic and whether the
+//! inputs were read at one instant.
+
+mod common;
+
+use common::decisions::{cite, read_all, replenishment, stocked};
+use common::{event, eventually, start, TestServer};
+use serde_json::{json, Value};
+
+fn input<'a>(sheet: &'a Value, name: &str) -> &'a Value {
+    sheet["inputs"].as_array().unwrap().iter().find(|i| i["name"] == name).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proposal_missing_an_input_is_refused_naming_it_and_nothing_is_stored() {
+    let server = start().await;
+    stocked(&server).await;
+    let agent = server.client("agent:procurement");
+    let read = read_all(&server).await;
+    let before = agent.health().await.unwrap()["record_next_offset"].clone();
+    let tags_before = stock_tags(&server).await;
+
+    // Stock and supplier risk cited, the supplier's offer not: pack_size is the first input missing.
+    let p = replenishment(vec![cite(&read, "stock"), cite(&read, "supplier_risk")]);
+    let e = agent.propose(&p).await.unwrap_err();
+    assert_eq!(e.status().unwrap().as_u16(), 400, "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("input `pack_size`") && msg.contains("supplier_items.pack_size"), "{msg}");
+    assert!(msg.contains("item=bolt, supplier=acme"), "{msg}");
+
+    // A cited row without the input's column does not count as citing it.
+    let mut thin = cite(&read, "supplier_items");
+    thin["rows"][0].as_object_mut().unwrap().remove("unit_price");
+    let e =
+        agent.propose(&replenishment(vec![cite(&read, "stock"), thin, cite(&read, "supplier_risk")])).await;
+    assert!(e.unwrap_err().to_string().contains("input `unit_price`"));
+
+    // The action must hold the kind's fields, and the module must be the kind's.
+    let mut no_qty = replenishment(vec![
+        cite(&read, "stock"),
+        cite(&read, "supplier_items"),
+        cite(&read, "supplier_risk"),
+    ]);
+    no_qty["action"].as_object_mut().unwrap().remove("qty");
+    let e = agent.propose(&no_qty).await.unwrap_err();
+    assert!(e.to_string().contains("action.qty: missing"), "{e}");
+    let mut wrong_module = replenishment(vec![cite(&read, "stock")]);
+    wrong_module["module"] = json!("commerce");
+    let e = agent.propose(&wrong_module).await.unwrap_err();
+    assert!(e.to_string().contains("carried out by `procurement`"), "{e}");
+
+    // Nothing was stored: no event, no proposal, no tag.
+    assert_eq!(agent.health().await.unwrap()["record_next_offset"], before);
+    assert!(agent.proposals(None).await.unwrap()["proposals"].as_array().unwrap().is_empty());
+    assert_eq!(stock_tags(&server).await, tags_before);
+
+    // Citing every input is accepted.
+    let ok = replenishment(vec![
+        cite(&read, "stock"),
+        cite(&read, "supplier_items"),
+        cite(&read, "supplier_risk"),
+    ]);
+    agent.propose(&ok).await.unwrap();
+}
+
+async fn stock_tags(server: &TestServer) -> Value {
+    let t = server.client("admin").tables().await.unwrap();
+    t.as_array().unwrap().iter().find(|t| t["name"] == "stock").unwrap()["health"]["tags"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sheet_of_one_consistent_read_is_at_one_instant_and_keeps_its_values_after_change_compaction_and_expiry(
+) {
+    let server = start().await;
+    stocked(&server).await;
+    let agent = server.client("agent:procurement");
+    let ana = server.client("person:ana");
+    let read = read_all(&server).await;
+    let p = replenishment(vec![
+        cite(&read, "stock"),
+        cite(&read, "supplier_items"),
+        cite(&read, "supplier_risk"),
+    ]);
+    let id = agent.propose(&p).await.unwrap()["id"].as_str().unwrap().to_string();
+
+    let sheet = ana.sheet(&id).await.unwrap();
+    assert_eq!(sheet["kind"], json!("stock_replenishment"));
+    assert_eq!(
+        sheet["summary"],
+        json!("Order 100 x bolt from acme for north: available 35 < reorder point 40")
+    );
+    let names: Vec<&str> =
+        sheet["inputs"].as_array().unwrap().iter().map(|i| i["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "on_hand",
+            "reserved",
+            "inbound",
+            "reorder_point",
+            "target",
+            "pack_size",
+            "unit_price",
+            "supplier_risk"
+        ]
+    );
+    let on_hand = input(&sheet, "on_hand");
+    assert_eq!(on_hand["value"], json!(50));
+    assert_eq!(on_hand["key"], json!({"item": "bolt", "location": "north"}));
+    assert_eq!(on_hand["offset"], read["offset"]);
+    assert_eq!(on_hand["need"], json!("1m"));
+    assert_eq!(on_hand["lag_ms"], json!(0), "nothing was recorded between the read and the proposal");
+    assert_eq!(on_hand["fresh_enough"], json!(true), "{on_hand}");
+    assert_eq!(on_hand["changed_since"], json!(false));
+    assert_eq!(input(&sheet, "unit_price")["value"], json!("1.50"));
+    assert_eq!(input(&sheet, "supplier_risk")["value"], json!("low"));
+    assert_eq!(input(&sheet, "supplier_risk")["need"], json!("24h"));
+    // The rule's arithmetic, with the numbers in it.
+    let step =
+        |name: &str| sheet["rule"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap().clone();
+    assert_eq!(
+        step("available")["with_values"],
+        json!("coalesce(50, 0) - coalesce(15, 0) + coalesce(null, 0)")
+    );
+    assert_eq!(step("available")["value"], json!(35));
+    assert_eq!(step("below_reorder_point")["with_values"], json!("35 < 40"));
+    assert_eq!(step("below_reorder_point")["value"], json!(true));
+    assert_eq!(step("shortfall")["value"], json!(65));
+    assert_eq!(step("value")["value"], json!("150.00"));
+    // One consistent read: one instant.
+    assert_eq!(sheet["verdict"]["one_instant"], json!(true), "{}", sheet["verdict"]);
+    assert_eq!(sheet["verdict"]["offset_spread"], json!(0));
+    assert_eq!(sheet["verdict"]["instants"].as_array().unwrap().len(), 1);
+
+    // The row changes, then many commits; compaction and expiry run meanwhile.
+    let inventory = server.client("module:inventory");
+    let stock_snapshot = input(&sheet, "on_hand")["snapshot_id"].as_i64().unwrap();
+    for i in 0..60 {
+        let line = event(
+            &format!("c-more-{i}"),
+            "inventory.stock_counted",
+            json!({"item": "bolt", "location": "north", "on_hand": 60 + i}),
+        );
+        inventory.emit(&line).await.unwrap();
+        agent.consistent_read(&[json!({"table": "stock", "limit": 1})]).await.unwrap();
+    }
+    eventually("the cited snapshot to expire", || async {
+        let t = agent.tables().await.unwrap();
+        let stock = t.as_array().unwrap().iter().find(|t| t["name"] == "stock").unwrap().clone();
+        (stock["health"]["earliest_snapshot"].as_i64().unwrap() > stock_snapshot).then_some(())
+    })
+    .await;
+
+    let after = ana.sheet(&id).await.unwrap();
+    let on_hand = input(&after, "on_hand");
+    assert_eq!(on_hand["value"], json!(50), "the value the agent used, from the pinned tag");
+    assert_eq!(on_hand["value_now"], json!(119));
+    assert_eq!(on_hand["changed_since"], json!(true));
+    assert_eq!(input(&after, "reserved")["changed_since"], json!(false));
+    assert_eq!(input(&after, "reserved")["value_now"], json!(15));
+    assert_eq!(after["summary"], sheet["summary"]);
+    assert_eq!(after["rule"], sheet["rule"]);
+    // The value read back from the tag is what the tag holds.
+    let tag = on_hand["tag"].as_str().unwrap();
+    let at_tag = agent.rows("stock", &[("tag", tag), ("item", "bolt"), ("location", "north")]).await.unwrap();
+    assert_eq!(at_tag["rows"][0]["on_hand"], on_hand["value"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inputs_read_at_two_offsets_get_a_verdict_naming_both_instants_and_how_far_apart() {
+    let server = start().await;
+    stocked(&server).await;
+    let agent = server.client("agent:procurement");
+    let first = read_all(&server).await;
+    // More business is recorded, then the stock is read again on its own.
+    let admin = server.client("admin");
+    admin
+        .emit(&event(
+            "c2",
+            "inventory.stock_counted",
+            json!({"item": "nut", "location": "north", "on_hand": 5}),
+        ))
+        .await
+        .unwrap();
+    let second = agent
+        .consistent_read(&[json!({"table": "stock", "keys": {"item": "bolt", "location": "north"}})])
+        .await
+        .unwrap();
+    let (o1, o2) = (first["offset"].as_u64().unwrap(), second["offset"].as_u64().unwrap());
+    assert!(o2 > o1, "{o1} {o2}");
+    let p = replenishment(vec![
+        cite(&second, "stock"),
+        cite(&first, "supplier_items"),
+        cite(&first, "supplier_risk"),
+    ]);
+    let id = agent.propose(&p).await.unwrap()["id"].as_str().unwrap().to_string();
+
+    let sheet = server.client("person:ana").sheet(&id).await.unwrap();
+    // The offer was read before the nut count was recorded: stale by the time since then.
+    assert!(input(&sheet, "pack_size")["lag_ms"].as_u64().unwrap() > 0, "{sheet}");
+    assert_eq!(input(&sheet, "on_hand")["lag_ms"], json!(0));
+    let verdict = sheet["verdict"].clone();
+    assert_eq!(verdict["one_instant"], json!(false), "{verdict}");
+    let instants = verdict["instants"].as_array().unwrap();
+    assert_eq!(instants.len(), 2, "{verdict}");
+    assert_eq!(instants[0]["offset"], json!(o1));
+    assert_eq!(instants[0]["inputs"], json!(["pack_size", "unit_price", "supplier_risk"]));
+    assert_eq!(instants[1]["offset"], json!(o2));
+    assert_eq!(instants[1]["inputs"], json!(["on_hand", "reserved", "inbound", "reorder_point", "target"]));
+    assert_eq!(verdict["offset_spread"], json!(o2 - o1));
+    let text = verdict["text"].as_str().unwrap();
+    assert!(text.contains("2 different instants") && text.contains(&format!("{} events", o2 - o1)), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decision_kinds_are_listed_for_agents_and_a_proposal_of_an_undeclared_kind_has_no_sheet() {
+    let server = start().await;
+    let agent = server.client("agent:procurement");
+    let kinds = agent.decision_kinds().await.unwrap();
+    let names: Vec<&str> =
+        kinds["kinds"].as_array().unwrap().iter().map(|k| k["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["stock_replenishment", "job_reassignment", "job_release"]);
+    let k = &kinds["kinds"][0];
+    assert_eq!(k["module"], json!("procurement"));
+    assert_eq!(
+        k["inputs"][0],
+        json!({"name": "on_hand", "table": "stock", "column": "on_hand", "type": "int",
+        "key": {"item": "item", "location": "location"}, "need": "1m"})
+    );
+
+    let (snapshot, row) = common::bolt_in_stock(&server, 30).await;
+    let undeclared = json!({
+        "kind": "replenishment_order", "module": "procurement", "summary": "order 10 bolts",
+        "action": {}, "sources": [{"table": "stock", "snapshot_id": snapshot, "rows": [row]}],
+        "rule": {"name": "r", "version": "1", "text": "t"}, "risk": {"level": "low"},
+    });
+    let id = agent.propose(&undeclared).await.unwrap()["id"].as_str().unwrap().to_string();
+    let e = agent.sheet(&id).await.unwrap_err();
+    assert_eq!(e.status().unwrap().as_u16(), 404, "{e}");
+    assert!(e.to_string().contains("kind `replenishment_order`, which the spec does not declare"), "{e}");
+}
