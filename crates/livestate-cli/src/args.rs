@@ -236,6 +236,24 @@ so the token decides what the agent may do.\n\nExample (an MCP client's server c
         #[arg(long)]
         json: bool,
     },
+    /// Show a proposal's decision input sheet: every number the decision looked at, where it
+    /// came from, how fresh it was against what the decision needs, what it is now, the rule's
+    /// arithmetic and whether the numbers were read at one instant.
+    #[command(
+        after_help = "Asks a running server; the proposal's kind must be declared in the spec ([decisions.KIND]). Example:\n  livestate sheet p3f9a... --url http://127.0.0.1:7070 --token $LIVESTATE_TOKEN"
+    )]
+    Sheet {
+        /// Proposal id
+        id: String,
+        #[arg(long, default_value = "http://127.0.0.1:7070", env = "LIVESTATE_URL")]
+        url: String,
+        /// A token allowed to read (agent, person or admin)
+        #[arg(long, env = "LIVESTATE_TOKEN", hide_env_values = true)]
+        token: String,
+        /// Print the sheet as JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// Run the example company live: modules, agents, proposals, approvals, all in one process.
     #[command(
         after_help = "Starts a server on the demo directory (replaced on each run), the simulated modules (inventory,\n\

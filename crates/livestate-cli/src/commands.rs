@@ -73,6 +73,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Sql { dir, query, limit, json } => sql(&dir, &query, limit, json).await,
         Command::Mcp { url, token } => Ok(livestate_mcp::serve_stdio(&url, &token).await?),
         Command::Audit { id, url, token, json } => audit(&id, &url, &token, json).await,
+        Command::Sheet { id, url, token, json } => sheet(&id, &url, &token, json).await,
         Command::Watch { dir, trigger, consumer, peek } => watch(&dir, &trigger, &consumer, peek).await,
         Command::Expire { dir, table, orphans_older_than } => expire(&dir, table, orphans_older_than).await,
     }
@@ -156,6 +157,17 @@ async fn audit(id: &str, url: &str, token: &str, json: bool) -> anyhow::Result<(
         return Ok(());
     }
     print!("{}", render::audit(&a));
+    Ok(())
+}
+
+async fn sheet(id: &str, url: &str, token: &str, json: bool) -> anyhow::Result<()> {
+    let client = livestate_client::Client::new(url, token)?;
+    let sheet = client.sheet(id).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&sheet)?);
+        return Ok(());
+    }
+    print!("{}", render::sheet(&sheet));
     Ok(())
 }
 

@@ -26,11 +26,12 @@ impl std::fmt::Display for Usage {
 impl std::error::Error for Usage {}
 
 /// The example company's spec, built into the binary so `init` and `demo` work anywhere.
-pub const EXAMPLE_SPEC: [(&str, &str); 4] = [
+pub const EXAMPLE_SPEC: [(&str, &str); 5] = [
     ("events.toml", include_str!("../../../examples/company/events.toml")),
     ("tables.toml", include_str!("../../../examples/company/tables.toml")),
     ("mappings.toml", include_str!("../../../examples/company/mappings.toml")),
     ("triggers.toml", include_str!("../../../examples/company/triggers.toml")),
+    ("decisions.toml", include_str!("../../../examples/company/decisions.toml")),
 ];
 
 /// Writes the built-in example spec into a fresh temporary directory.

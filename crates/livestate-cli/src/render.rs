@@ -219,6 +219,71 @@ pub fn audit(a: &serde_json::Value) -> String {
     out
 }
 
+/// `livestate sheet`: the action in words, one line per input, the arithmetic, the verdict.
+pub fn sheet(sh: &livestate_client::sheet::Sheet) -> String {
+    use serde_json::Value;
+    use std::fmt::Write as _;
+    let s = |v: &Value| match v {
+        Value::String(t) => t.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    };
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", sh.summary);
+    let _ = writeln!(
+        out,
+        "proposal {} ({}) by agent {} for module {}, {}; created {}",
+        sh.proposal_id, sh.kind, sh.agent, sh.module, sh.status, sh.created_at
+    );
+    let header: Vec<String> = [
+        "input",
+        "value used",
+        "from",
+        "key",
+        "snapshot",
+        "offset",
+        "lag",
+        "need",
+        "fresh",
+        "now",
+        "changed",
+    ]
+    .iter()
+    .map(|h| h.to_string())
+    .collect();
+    let cells: Vec<Vec<String>> = sh
+        .inputs
+        .iter()
+        .map(|i| {
+            vec![
+                i.name.clone(),
+                s(&i.value),
+                format!("{}.{}", i.table, i.column),
+                i.key.iter().map(|(k, v)| format!("{k}={}", s(v))).collect::<Vec<_>>().join(","),
+                i.snapshot_id.to_string(),
+                i.offset.map_or("-".into(), |o| o.to_string()),
+                i.lag_ms.map_or("-".into(), |l| format!("{l} ms")),
+                i.need.clone(),
+                match i.fresh_enough {
+                    Some(true) => "yes".into(),
+                    Some(false) => "NO".into(),
+                    None => "-".into(),
+                },
+                s(&i.value_now),
+                if i.changed_since { "CHANGED".into() } else { "no".into() },
+            ]
+        })
+        .collect();
+    let _ = writeln!(out, "\n{}", grid(&header, &cells));
+    let _ = writeln!(out, "rule: {}", sh.rule_text);
+    for st in &sh.rule {
+        let value = st.error.as_ref().map_or_else(|| s(&st.value), |e| format!("error: {e}"));
+        let _ = writeln!(out, "  {} = {} = {} = {}", st.name, st.expression, st.with_values, value);
+    }
+    let _ = writeln!(out, "\n{}", sh.verdict.text);
+    out
+}
+
 /// `livestate verify`: one line per store and table, then every problem.
 pub fn verify(r: &livestate_engine::verify::VerifyReport) -> String {
     let state = |n: usize| if n == 0 { "ok".to_string() } else { format!("{n} problem(s)") };

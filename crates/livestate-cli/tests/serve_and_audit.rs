@@ -109,3 +109,86 @@ async fn tokens_serve_propose_decide_audit_and_revoke_through_the_binary() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("everything pending was committed"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sheet_command_prints_each_input_what_changed_the_arithmetic_and_the_verdict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("d");
+    assert_eq!(livestate(&["init", "--dir", dir.to_str().unwrap()]).0, 0);
+    let admin = common::token(&dir, "admin", &[]);
+    let agent = common::token(&dir, "agent:procurement", &[]);
+    let served = common::Served::start(&dir);
+    let as_admin = livestate_client::Client::new(&served.url, &admin).unwrap();
+    let as_agent = livestate_client::Client::new(&served.url, &agent).unwrap();
+    let line = |id: &str, ty: &str, data: serde_json::Value| {
+        json!({"id": id, "type": ty, "occurred_at": "2026-03-02T08:00:00Z", "data": data}).to_string() + "\n"
+    };
+    let lines = [
+        line("c1", "inventory.stock_counted", json!({"item": "bolt", "location": "north", "on_hand": 7})),
+        line(
+            "p1",
+            "procurement.planning_set",
+            json!({"item": "bolt", "location": "north", "reorder_point": 40, "target": 100}),
+        ),
+        line(
+            "l1",
+            "procurement.supplier_item_listed",
+            json!({"supplier": "acme", "item": "bolt", "pack_size": 50, "unit_price": "2.00", "lead_time_days": 2}),
+        ),
+        line("s1", "procurement.supplier_risk_assessed", json!({"supplier": "acme", "level": "low"})),
+    ];
+    as_admin.emit(&lines.concat()).await.unwrap();
+    let read = as_agent
+        .consistent_read(&[
+            json!({"table": "stock", "keys": {"item": "bolt", "location": "north"}}),
+            json!({"table": "supplier_items", "keys": {"item": "bolt", "supplier": "acme"}}),
+            json!({"table": "supplier_risk", "keys": {"supplier": "acme"}}),
+        ])
+        .await
+        .unwrap();
+    let sources: Vec<serde_json::Value> = read["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| json!({"table": r["receipt"]["table"], "snapshot_id": r["receipt"]["snapshot_id"], "offset": r["receipt"]["offset"], "rows": [r["rows"][0]]}))
+        .collect();
+    let proposal = json!({
+        "kind": "stock_replenishment", "module": "procurement", "summary": "order 100 bolts",
+        "action": {"item": "bolt", "location": "north", "supplier": "acme", "qty": 100},
+        "sources": sources,
+        "rule": {"name": "order-up-to-target", "version": "1", "text": "order up to the target"},
+        "risk": {"level": "low"},
+    });
+    let id = as_agent.propose(&proposal).await.unwrap()["id"].as_str().unwrap().to_string();
+    as_admin
+        .emit(&line(
+            "c2",
+            "inventory.stock_counted",
+            json!({"item": "bolt", "location": "north", "on_hand": 3}),
+        ))
+        .await
+        .unwrap();
+    // Stock's budget is 5 minutes: a consistent read commits the count now.
+    let now = as_agent.consistent_read(&[json!({"table": "stock", "keys": {"item": "bolt"}})]).await.unwrap();
+    assert_eq!(now["results"][0]["rows"][0]["on_hand"], json!(3));
+
+    let (code, out, err) = livestate(&["sheet", &id, "--url", &served.url, "--token", &agent]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("Order 100 x bolt from acme for north: available 7 < reorder point 40\n"),
+        "{out}"
+    );
+    let on_hand = out.lines().find(|l| l.starts_with("on_hand ")).expect("an on_hand line");
+    assert!(on_hand.contains("stock.on_hand") && on_hand.contains("CHANGED"), "{on_hand}");
+    let target = out.lines().find(|l| l.starts_with("target ")).expect("a target line");
+    assert!(target.trim_end().ends_with("no"), "{target}");
+    assert!(out.contains("available = coalesce(on_hand, 0) - coalesce(reserved, 0) + coalesce(inbound, 0) = coalesce(7, 0) - coalesce(null, 0) + coalesce(null, 0) = 7"), "{out}");
+    assert!(out.contains("all 8 inputs were read at one instant"), "{out}");
+    let (code, out, err) = livestate(&["sheet", &id, "--url", &served.url, "--token", &agent, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let sheet: livestate_client::sheet::Sheet = serde_json::from_str(&out).unwrap();
+    assert_eq!(sheet.inputs.len(), 8);
+    assert!(sheet.verdict.one_instant);
+    let (code, _, err) = livestate(&["sheet", "p-none", "--url", &served.url, "--token", &agent]);
+    assert_eq!(code, 2, "an unknown proposal is the caller's mistake: {err}");
+}

@@ -12,6 +12,8 @@
 //! Answers are the API's JSON (see `GET /v1/openapi.json`); errors carry the status and the
 //! server's message.
 
+pub mod sheet;
+
 use std::time::Duration;
 
 use reqwest::Method;
@@ -31,6 +33,9 @@ pub enum ClientError {
         #[source]
         source: reqwest::Error,
     },
+    /// The server answered with JSON that is not what the API documents.
+    #[error("the server's answer is not {what}: {message}")]
+    Answer { what: String, message: String },
     /// The base URL is not usable.
     #[error("base URL `{0}`: expected http://host:port")]
     BadUrl(String),
@@ -269,8 +274,10 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError`]; 404 for an unknown proposal or one of an undeclared kind.
-    pub async fn sheet(&self, id: &str) -> Result<Value, ClientError> {
-        self.get(&format!("/v1/proposals/{}/sheet", enc(id))).await
+    pub async fn sheet(&self, id: &str) -> Result<sheet::Sheet, ClientError> {
+        let v = self.get(&format!("/v1/proposals/{}/sheet", enc(id))).await?;
+        serde_json::from_value(v)
+            .map_err(|e| ClientError::Answer { what: "a sheet".into(), message: e.to_string() })
     }
 
     /// `GET /v1/decision-kinds`: each declared decision kind's module, action fields, inputs

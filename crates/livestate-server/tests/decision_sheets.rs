@@ -9,6 +9,11 @@ use common::decisions::{cite, read_all, replenishment, stocked};
 use common::{event, eventually, start, TestServer};
 use serde_json::{json, Value};
 
+/// The typed sheet, as JSON for the assertions.
+async fn sheet_json(client: &livestate_client::Client, id: &str) -> Value {
+    serde_json::to_value(client.sheet(id).await.unwrap()).unwrap()
+}
+
 fn input<'a>(sheet: &'a Value, name: &str) -> &'a Value {
     sheet["inputs"].as_array().unwrap().iter().find(|i| i["name"] == name).unwrap()
 }
@@ -85,7 +90,7 @@ async fn the_sheet_of_one_consistent_read_is_at_one_instant_and_keeps_its_values
     ]);
     let id = agent.propose(&p).await.unwrap()["id"].as_str().unwrap().to_string();
 
-    let sheet = ana.sheet(&id).await.unwrap();
+    let sheet = sheet_json(&ana, &id).await;
     assert_eq!(sheet["kind"], json!("stock_replenishment"));
     assert_eq!(
         sheet["summary"],
@@ -153,7 +158,7 @@ async fn the_sheet_of_one_consistent_read_is_at_one_instant_and_keeps_its_values
     })
     .await;
 
-    let after = ana.sheet(&id).await.unwrap();
+    let after = sheet_json(&ana, &id).await;
     let on_hand = input(&after, "on_hand");
     assert_eq!(on_hand["value"], json!(50), "the value the agent used, from the pinned tag");
     assert_eq!(on_hand["value_now"], json!(119));
@@ -197,7 +202,7 @@ async fn inputs_read_at_two_offsets_get_a_verdict_naming_both_instants_and_how_f
     ]);
     let id = agent.propose(&p).await.unwrap()["id"].as_str().unwrap().to_string();
 
-    let sheet = server.client("person:ana").sheet(&id).await.unwrap();
+    let sheet = sheet_json(&server.client("person:ana"), &id).await;
     // The offer was read before the nut count was recorded: stale by the time since then.
     assert!(input(&sheet, "pack_size")["lag_ms"].as_u64().unwrap() > 0, "{sheet}");
     assert_eq!(input(&sheet, "on_hand")["lag_ms"], json!(0));
