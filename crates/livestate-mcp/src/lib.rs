@@ -83,7 +83,7 @@ pub struct SqlArgs {
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct ProposeArgs {
-    /// What kind of action, e.g. `replenishment_order`
+    /// What kind of action, e.g. `stock_replenishment`; a declared kind (see decision_kinds) must cite every input
     pub kind: String,
     /// The module that would carry it out, e.g. `procurement`
     pub module: String,
@@ -211,6 +211,24 @@ impl LivestateMcp {
             body["idempotency_key"] = json!(k);
         }
         answer(self.client.propose(&body).await)
+    }
+
+    #[tool(
+        description = "The decision kinds this company declares, and what a proposal of each must hold: its module, the action's fields, every input (a table column read by a key taken from the action, and how fresh the decision needs it), the rule's arithmetic and the summary template. A proposal of a declared kind must cite a receipt (snapshot and row, or the key) for every input, or it is refused naming the input: read these before you propose."
+    )]
+    async fn decision_kinds(&self) -> Result<CallToolResult, McpError> {
+        answer(self.client.decision_kinds().await)
+    }
+
+    #[tool(
+        description = "The input sheet of a proposal of a declared kind: each input's value as the pinned snapshot holds it, its table, key, snapshot, offset and lag against the decision's need, its value now and whether it changed since; the rule's arithmetic with the numbers in it; and whether all inputs were read at one instant."
+    )]
+    async fn decision_sheet(
+        &self,
+        Parameters(a): Parameters<ProposalArg>,
+    ) -> Result<CallToolResult, McpError> {
+        let sheet = self.client.sheet(&a.id).await.map(|sh| serde_json::to_value(sh).unwrap_or_default());
+        answer(sheet)
     }
 
     #[tool(

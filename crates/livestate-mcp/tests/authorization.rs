@@ -225,6 +225,7 @@ async fn every_mcp_tool_and_resource_answers_every_caller_as_the_role_matrix_say
         ("sql", json!({"query": "SELECT item, on_hand FROM stock"}), READERS),
         ("propose", proposal(&snapshot, "matrix"), &["agent:procurement"]),
         ("proposal_status", json!({"id": id}), READERS),
+        ("decision_kinds", json!({}), READERS),
         (
             "wait_for_trigger",
             json!({"trigger": "job_blocked", "timeout_seconds": 0}),
@@ -372,6 +373,86 @@ async fn writing_through_the_sql_tool_is_refused_and_changes_nothing() {
     assert_eq!(rows["rows"][0]["on_hand"], json!(5), "{rows}");
     assert_eq!(snapshots(&admin.tables().await.unwrap()), tables_before);
     assert_eq!(server.record_next_offset().await, offset_before);
+    agent.cancel().await.unwrap();
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_learns_what_a_kind_needs_is_refused_an_input_short_and_reads_the_sheet() {
+    let mut server = start().await;
+    let admin = server.client("admin");
+    let event = |id: &str, ty: &str, data: Value| {
+        json!({"id": id, "type": ty, "occurred_at": "2026-03-02T08:00:00Z", "data": data}).to_string() + "\n"
+    };
+    let lines = [
+        event("c1", "inventory.stock_counted", json!({"item": "bolt", "location": "north", "on_hand": 5})),
+        event(
+            "l1",
+            "procurement.supplier_item_listed",
+            json!({"supplier": "acme", "item": "bolt", "pack_size": 10, "unit_price": "1.00", "lead_time_days": 1}),
+        ),
+        event("s1", "procurement.supplier_risk_assessed", json!({"supplier": "other", "level": "high"})),
+    ];
+    admin.emit(&lines.concat()).await.unwrap();
+    let agent = session(&server.url, &server.tokens["agent:procurement"]).await;
+
+    // What the kind needs: every input with its table, column, key and need.
+    let kinds = call_tool(&agent, "decision_kinds", json!({})).await;
+    assert!(kinds.ok, "{kinds:?}");
+    let kinds: Value = serde_json::from_str(&kinds.text).unwrap();
+    let kind =
+        kinds["kinds"].as_array().unwrap().iter().find(|k| k["name"] == "stock_replenishment").unwrap();
+    let inputs: Vec<(&str, &str)> = kind["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["table"].as_str().unwrap(), i["column"].as_str().unwrap()))
+        .collect();
+    assert!(
+        inputs.contains(&("supplier_risk", "level")) && inputs.contains(&("stock", "on_hand")),
+        "{inputs:?}"
+    );
+
+    let read = call_tool(
+        &agent,
+        "consistent_read",
+        json!({"tables": [
+            {"table": "stock", "keys": {"item": "bolt"}},
+            {"table": "supplier_items", "keys": {"item": "bolt"}},
+            {"table": "supplier_risk", "keys": {"supplier": "acme"}},
+        ]}),
+    )
+    .await;
+    let read: Value = serde_json::from_str(&read.text).unwrap();
+    let receipt = |i: usize| &read["results"][i]["receipt"];
+    let cite = |i: usize| json!({"table": receipt(i)["table"], "snapshot_id": receipt(i)["snapshot_id"], "rows": [read["results"][i]["rows"][0]]});
+    let mut args = json!({
+        "kind": "stock_replenishment", "module": "procurement", "summary": "order 10 bolts",
+        "action": {"item": "bolt", "location": "north", "supplier": "acme", "qty": 10},
+        "sources": [cite(0), cite(1)],
+        "rule": {"name": "r", "version": "1", "text": "order up to target"},
+        "risk": {"level": "low", "reasons": []},
+    });
+    // acme has no risk row; without citing the key read the proposal is refused naming the input.
+    let refused = call_tool(&agent, "propose", args.clone()).await;
+    assert!(!refused.ok && refused.text.contains("input `supplier_risk`"), "{refused:?}");
+    // Citing the key read (no row there) cites the input: its value is null.
+    assert!(read["results"][2]["rows"].as_array().unwrap().is_empty(), "{read}");
+    assert!(receipt(2)["snapshot_id"].is_i64(), "{read}");
+    args["sources"].as_array_mut().unwrap().push(json!({"table": "supplier_risk", "snapshot_id": receipt(2)["snapshot_id"], "keys": [{"supplier": "acme"}]}));
+    let made = call_tool(&agent, "propose", args).await;
+    assert!(made.ok, "{made:?}");
+    let id = serde_json::from_str::<Value>(&made.text).unwrap()["id"].as_str().unwrap().to_string();
+
+    let sheet = call_tool(&agent, "decision_sheet", json!({"id": id})).await;
+    assert!(sheet.ok, "{sheet:?}");
+    let sheet: Value = serde_json::from_str(&sheet.text).unwrap();
+    let input =
+        |n: &str| sheet["inputs"].as_array().unwrap().iter().find(|i| i["name"] == n).unwrap().clone();
+    assert_eq!(input("on_hand")["value"], json!(5));
+    assert_eq!(input("pack_size")["value"], json!(10));
+    assert_eq!(input("supplier_risk")["value"], Value::Null);
+    assert_eq!(sheet["verdict"]["one_instant"], json!(true), "one consistent read: {}", sheet["verdict"]);
     agent.cancel().await.unwrap();
     server.stop().await;
 }
