@@ -1,9 +1,11 @@
 //! The procurement agent.
 //!
-//! Rule `order-up-to-target` v1: for the item, in every warehouse where available stock
-//! (`on_hand - reserved + inbound`) is below the reorder point, order `target - available`;
-//! sum the lines, round the total up to the chosen supplier's pack size (the rounding goes to
-//! the line with the largest shortfall). The supplier is the lowest-risk one carrying the
+//! Rule `order-up-to-target` v2: for the item and the warehouse whose shortage fired, when
+//! available stock (`on_hand - reserved + inbound`) is below the reorder point, order
+//! `target - available`, rounded up to the chosen supplier's pack size. Each proposal is one
+//! `stock_replenishment` decision (declared in the spec), citing a receipt for every input the
+//! kind declares: the stock row, the supplier's offer and its risk row (or the key read when the
+//! supplier has no risk row). The supplier is the lowest-risk one carrying the
 //! item (then the cheapest, then by name). Risk: the supplier's level; raised to medium for
 //! an order over 5,000, and to high when a warehouse is already out (available ≤ 0) and the
 //! lead time is over 3 days.
@@ -19,7 +21,9 @@ use tokio::sync::mpsc;
 use crate::{int, result, source, text, Narration};
 
 pub const RULE: &str = "order-up-to-target";
-pub const RULE_VERSION: &str = "1";
+pub const RULE_VERSION: &str = "2";
+/// The decision kind this agent proposes (`[decisions.stock_replenishment]` in the spec).
+pub const KIND: &str = "stock_replenishment";
 pub const TRIGGER: &str = "stock_below_reorder_point";
 /// Order value above which the risk is at least medium.
 pub const VALUE_LIMIT: i64 = 5_000;
@@ -134,11 +138,11 @@ pub fn plan(item: &str, stock: &[Value], offers: &[Value], risks: &[Value]) -> O
     })
 }
 
-/// The procurement agent: keeps at most one pending proposal per item.
+/// The procurement agent: keeps at most one pending proposal per item and warehouse.
 pub struct ProcurementAgent {
     client: Client,
-    /// Item → its pending proposal.
-    pending: BTreeMap<String, String>,
+    /// (item, location) → its pending proposal.
+    pending: BTreeMap<(String, String), String>,
     narrate: Option<mpsc::UnboundedSender<Narration>>,
 }
 
@@ -163,10 +167,12 @@ impl ProcurementAgent {
         let agent = me["role"]["agent"].as_str().unwrap_or_default().to_string();
         let list = self.client.proposals(Some("pending")).await?;
         for p in list["proposals"].as_array().into_iter().flatten() {
-            if p["agent"] == agent.as_str() && p["kind"] == "replenishment_order" {
+            if p["agent"] == agent.as_str() && p["kind"] == KIND {
                 let full = self.client.proposal(p["id"].as_str().unwrap_or_default()).await?;
-                if let Some(item) = full["document"]["action"]["item"].as_str() {
-                    self.pending.insert(item.to_string(), p["id"].as_str().unwrap_or_default().to_string());
+                let action = &full["document"]["action"];
+                if let (Some(item), Some(location)) = (action["item"].as_str(), action["location"].as_str()) {
+                    let id = p["id"].as_str().unwrap_or_default().to_string();
+                    self.pending.insert((item.to_string(), location.to_string()), id);
                 }
             }
         }
@@ -182,14 +188,15 @@ impl ProcurementAgent {
         let mut made = Vec::new();
         for f in firings["firings"].as_array().into_iter().flatten() {
             let item = f["key"]["item"].as_str().unwrap_or_default().to_string();
+            let location = f["key"]["location"].as_str().unwrap_or_default().to_string();
             let after = &f["after"];
             self.say(Narration::Shortage {
                 item: item.clone(),
-                location: f["key"]["location"].as_str().unwrap_or_default().to_string(),
+                location: location.clone(),
                 available: int(after, "on_hand") - int(after, "reserved") + int(after, "inbound"),
                 reorder_point: int(after, "reorder_point"),
             });
-            match self.handle(&item).await {
+            match self.handle(&item, &location).await {
                 Ok(Some(id)) => made.push(id),
                 Ok(None) => {}
                 Err(e) => self
@@ -199,29 +206,32 @@ impl ProcurementAgent {
         Ok(made)
     }
 
-    /// Reads, applies the rule and proposes for `item`, unless a proposal for it is pending.
+    /// Reads, applies the rule and proposes for `item` at `location`, unless a proposal for
+    /// them is pending.
     ///
     /// # Errors
     /// API errors.
-    pub async fn handle(&mut self, item: &str) -> Result<Option<String>, ClientError> {
-        if let Some(id) = self.pending.get(item).cloned() {
+    pub async fn handle(&mut self, item: &str, location: &str) -> Result<Option<String>, ClientError> {
+        let key = (item.to_string(), location.to_string());
+        if let Some(id) = self.pending.get(&key).cloned() {
             let status =
                 self.client.proposal(&id).await?["proposal"]["status"].as_str().unwrap_or("").to_string();
             if status == "pending" {
                 self.say(Narration::Skipped {
                     item: item.into(),
-                    why: format!("proposal {id} is still pending"),
+                    why: format!("proposal {id} for {location} is still pending"),
                 });
                 return Ok(None);
             }
-            self.pending.remove(item);
+            self.pending.remove(&key);
         }
-        let quoted = item.replace('\'', "''");
+        let (qi, ql) = (item.replace('\'', "''"), location.replace('\'', "''"));
+        // One consistent read: every input of the decision at one instant.
         let read = self
             .client
             .consistent_read(&[
-                json!({"table": "stock", "keys": {"item": item}}),
-                json!({"table": "open_orders", "where": format!("item == '{quoted}'")}),
+                json!({"table": "stock", "keys": {"item": item, "location": location}}),
+                json!({"table": "open_orders", "where": format!("item == '{qi}' and location == '{ql}'")}),
                 json!({"table": "supplier_items", "keys": {"item": item}}),
                 json!({"table": "supplier_risk"}),
             ])
@@ -232,48 +242,44 @@ impl ProcurementAgent {
         let Some(plan) = plan(item, &stock, &offers, &risks) else {
             self.say(Narration::Skipped {
                 item: item.into(),
-                why: "no warehouse short any more, or no supplier carries it".into(),
+                why: format!("{location} is no longer short, or no supplier carries it"),
             });
             return Ok(None);
         };
-        let open_for_short: Vec<Value> = orders
-            .iter()
-            .filter(|o| plan.lines.iter().any(|(loc, _)| text(o, "location") == loc))
-            .cloned()
-            .collect();
+        let risk_read = result(&read, "supplier_risk").expect("read");
+        if risk_read["receipt"]["snapshot_id"].is_null() {
+            self.say(Narration::Skipped {
+                item: item.into(),
+                why: "no supplier has been risk-assessed yet: the decision's supplier_risk input cannot be cited".into(),
+            });
+            return Ok(None);
+        }
         let mut sources = vec![source(
             result(&read, "stock").expect("read"),
             &plan.short_rows,
-            Some(json!({"item": item})),
+            Some(json!({"item": item, "location": location})),
         )];
-        if !open_for_short.is_empty() {
-            sources.push(source(result(&read, "open_orders").expect("read"), &open_for_short, None));
+        if !orders.is_empty() {
+            sources.push(source(result(&read, "open_orders").expect("read"), &orders, None));
         }
         sources.push(source(
             result(&read, "supplier_items").expect("read"),
             std::slice::from_ref(&plan.offer),
             None,
         ));
-        if !plan.supplier_risk.is_null() {
-            sources.push(source(
-                result(&read, "supplier_risk").expect("read"),
-                std::slice::from_ref(&plan.supplier_risk),
-                None,
-            ));
-        }
-        let summary = format!(
-            "Order {} x {} from {} ({} warehouse(s) short)",
-            plan.qty,
-            item,
-            plan.supplier,
-            plan.lines.len()
-        );
+        // The supplier's risk row, or the key read when it has none (the input is then null).
+        sources.push(if plan.supplier_risk.is_null() {
+            source(risk_read, &[], Some(json!({"supplier": plan.supplier})))
+        } else {
+            source(risk_read, std::slice::from_ref(&plan.supplier_risk), None)
+        });
+        let summary = format!("Order {} x {} from {} for {}", plan.qty, item, plan.supplier, location);
         let proposal = json!({
-            "kind": "replenishment_order",
+            "kind": KIND,
             "module": "procurement",
             "summary": summary,
             "action": {
-                "item": item, "supplier": plan.supplier, "qty": plan.qty,
+                "item": item, "location": location, "supplier": plan.supplier, "qty": plan.qty,
                 "lines": plan.lines.iter().map(|(l, q)| json!({"location": l, "qty": q})).collect::<Vec<_>>(),
                 "unit_price": plan.unit_price.to_string(), "value": plan.value.to_string(),
                 "lead_time_days": plan.lead_time_days,
@@ -282,14 +288,14 @@ impl ProcurementAgent {
             "rule": {
                 "name": RULE, "version": RULE_VERSION,
                 "parameters": {"value_limit": VALUE_LIMIT, "lead_time_limit_days": LEAD_TIME_LIMIT, "pack_size": plan.pack_size},
-                "text": "In every warehouse where on_hand - reserved + inbound is below the reorder point, order target minus that; round the sum up to the pack size of the lowest-risk supplier carrying the item (then cheapest).",
+                "text": "Where on_hand - reserved + inbound is below the reorder point, order target minus that, rounded up to the pack size of the lowest-risk supplier carrying the item (then cheapest).",
             },
             "risk": {"level": plan.risk_level, "reasons": plan.reasons},
-            "idempotency_key": format!("{item}@{}", read["offset"]),
+            "idempotency_key": format!("{item}@{location}@{}", read["offset"]),
         });
         let created = self.client.propose(&proposal).await?;
         let id = created["id"].as_str().unwrap_or_default().to_string();
-        self.pending.insert(item.to_string(), id.clone());
+        self.pending.insert(key, id.clone());
         self.say(Narration::Proposed { id: id.clone(), summary, risk: plan.risk_level });
         Ok(Some(id))
     }

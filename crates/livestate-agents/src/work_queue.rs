@@ -2,8 +2,9 @@
 //!
 //! Rule `unblock-stale-jobs` v1: a job blocked for longer than the threshold gets one
 //! proposal: move it to a free machine (one that appears in the queue with no released job)
-//! when there is one, else release it as it is. It cites the blocked job's row and the rows
-//! that show the machine is free.
+//! when there is one, else release it as it is. It cites the blocked job's row (every input
+//! of the declared kinds `job_reassignment` and `job_release`) and the rows that show the
+//! machine is free.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -118,7 +119,7 @@ impl WorkQueueAgent {
                     (
                         "job_reassignment",
                         format!("Move blocked {job_id} from {} to free {to_machine}", text(&job, "machine")),
-                        json!({"job_id": job_id, "from_machine": job["machine"], "to_machine": to_machine}),
+                        json!({"job_id": job_id, "from_machine": text(&job, "machine"), "to_machine": to_machine}),
                         cited,
                     )
                 }

@@ -255,7 +255,9 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<Summary> {
         }));
     }
 
-    // Narrate until the end.
+    // Narrate until the end; the first proposal's decision sheet is shown in full.
+    let sheet_reader = client("person:demo")?;
+    let mut sheet_shown = false;
     let mut shortages = 0u64;
     let begun = Instant::now();
     let deadline = opts.duration.map(|d| tokio::time::Instant::now() + d);
@@ -270,6 +272,10 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<Summary> {
         };
         let Some(line) = line else { break };
         let t = begun.elapsed().as_secs_f64();
+        let proposed = match &line {
+            Line::Agent(Narration::Proposed { id, .. }) if !sheet_shown => Some(id.clone()),
+            _ => None,
+        };
         let text = match line {
             Line::Agent(Narration::Shortage { item, location, available, reorder_point }) => {
                 shortages += 1;
@@ -293,6 +299,15 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<Summary> {
             Line::Note(n) => format!("note         {n}"),
         };
         println!("[{t:6.1}s] {text}");
+        if let Some(id) = proposed {
+            if let Ok(sheet) = sheet_reader.sheet(&id).await {
+                sheet_shown = true;
+                println!("             decision sheet of {id} (GET /v1/proposals/{id}/sheet):");
+                for l in crate::render::sheet(&sheet).lines() {
+                    println!("               {l}");
+                }
+            }
+        }
     }
     let _ = stop_tx.send(true);
     for t in tasks {

@@ -1,5 +1,6 @@
 //! `livestate demo` headless: 30 s of the live company with automatic approvals ends with a
-//! summary showing shortages, proposals, approvals, orders and deliveries.
+//! summary showing shortages, proposals, approvals, orders and deliveries, and narrates one
+//! proposal's decision sheet.
 
 use std::process::Command;
 
@@ -36,6 +37,9 @@ fn thirty_seconds_of_the_demo_make_proposals_approvals_orders_and_deliveries() {
     assert!(number_after(summary, "purchase orders") >= 1, "{summary}");
     assert!(summary.contains("deliveries received"), "{summary}");
     assert!(stdout.contains("inventory    received"), "a delivery arrived within 30 s: {stdout}");
+    // One proposal's decision sheet is narrated: inputs, arithmetic, the one-instant verdict.
+    let sheet = &stdout[stdout.find("decision sheet of").expect("a sheet narrated")..];
+    assert!(sheet.contains("value used") && sheet.contains("at one instant"), "{sheet}");
 
     // A directory the demo did not make is left alone.
     let other = tmp.path().join("mine");

@@ -185,6 +185,13 @@ async fn every_endpoint_answers_every_role_as_the_role_matrix_says() {
             public: false,
         },
         Call {
+            method: Method::GET,
+            path: "/v1/decision-kinds".into(),
+            body: None,
+            allowed: READERS,
+            public: false,
+        },
+        Call {
             method: Method::POST,
             path: format!("/v1/proposals/{id}/decision"),
             body: Some(json!({"decision": "approve", "reason": "fine"}).to_string()),

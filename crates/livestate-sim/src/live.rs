@@ -308,7 +308,7 @@ impl Company {
         let mut out = Vec::new();
         let mut told = Vec::new();
         match item["kind"].as_str().unwrap_or_default() {
-            "replenishment_order" => {
+            "replenishment_order" | "stock_replenishment" => {
                 let it = action["item"].as_str().unwrap_or_default().to_string();
                 let supplier = action["supplier"].as_str().unwrap_or_default().to_string();
                 let lead = self.lead_days.get(&(supplier, it.clone())).copied().unwrap_or(2);
