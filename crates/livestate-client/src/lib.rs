@@ -289,6 +289,18 @@ impl Client {
         self.get("/v1/decision-kinds").await
     }
 
+    /// `GET /v1/decision-kinds/{kind}/history?since=`: how often the kind's decisions are made
+    /// and how long they take; per input how often it changed before the decision and was
+    /// staler than needed; how often the inputs were not read at one instant.
+    ///
+    /// # Errors
+    /// [`ClientError`]; 404 for an undeclared kind, 400 for a `since` that is not a duration.
+    pub async fn decision_history(&self, kind: &str, since: &str) -> Result<sheet::History, ClientError> {
+        let v = self.get(&format!("/v1/decision-kinds/{}/history?since={}", enc(kind), enc(since))).await?;
+        serde_json::from_value(v)
+            .map_err(|e| ClientError::Answer { what: "a decision history".into(), message: e.to_string() })
+    }
+
     /// `GET /v1/outbox/{module}?after=`.
     ///
     /// # Errors

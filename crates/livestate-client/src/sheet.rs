@@ -1,4 +1,5 @@
-//! The typed answer of `GET /v1/proposals/{id}/sheet`: a decision's input sheet.
+//! The typed answers of `GET /v1/proposals/{id}/sheet` (a decision's input sheet) and
+//! `GET /v1/decision-kinds/{kind}/history` (the sheets of a kind over a window).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -79,4 +80,52 @@ pub struct Instant {
     pub offset: Option<u64>,
     pub committed_at: Option<String>,
     pub inputs: Vec<String>,
+}
+
+/// A decision kind over a window of recorded proposals and decisions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct History {
+    pub kind: String,
+    pub since: String,
+    pub until: String,
+    pub proposals: u64,
+    pub approved: u64,
+    pub rejected: u64,
+    pub pending: u64,
+    pub per_day: Vec<Day>,
+    pub time_to_decide: Option<Spread>,
+    pub inputs: Vec<InputHistory>,
+    pub not_one_instant: u64,
+    pub truncated: bool,
+}
+
+/// Proposals made and decisions taken on one UTC day.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Day {
+    pub day: String,
+    pub proposed: u64,
+    pub decided: u64,
+}
+
+/// How long people took to decide, in milliseconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub count: u64,
+    pub median_ms: i64,
+    pub p90_ms: i64,
+    pub max_ms: i64,
+}
+
+/// One input over the window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputHistory {
+    pub name: String,
+    pub table: String,
+    pub column: String,
+    pub need: String,
+    pub decided_checked: u64,
+    pub changed_before_decision: u64,
+    pub unknown: u64,
+    pub lag_known: u64,
+    pub staler_than_needed: u64,
 }

@@ -28,6 +28,7 @@
 pub mod auth;
 mod error;
 pub mod heap;
+mod history;
 pub mod listen;
 mod openapi;
 mod proposals;
@@ -350,6 +351,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/proposals/{id}/audit", get(proposals::audit))
         .route("/v1/proposals/{id}/sheet", get(sheet::sheet))
         .route("/v1/decision-kinds", get(sheet::kinds))
+        .route("/v1/decision-kinds/{kind}/history", get(history::history))
         .route("/v1/outbox/{module}", get(proposals::outbox))
         .route("/metrics", get(reads::metrics))
         // The web inbox for people (cookie sessions; see `web`).

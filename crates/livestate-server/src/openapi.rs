@@ -29,6 +29,7 @@ use utoipa::{Modify, OpenApi};
         crate::proposals::audit,
         crate::sheet::sheet,
         crate::sheet::kinds,
+        crate::history::history,
     ),
     components(schemas(
         crate::reads::ConsistentRead,
@@ -52,6 +53,10 @@ use utoipa::{Modify, OpenApi};
         crate::sheet::KindDoc,
         crate::sheet::InputDoc,
         crate::sheet::StepDoc,
+        crate::history::History,
+        crate::history::Day,
+        crate::history::Spread,
+        crate::history::InputHistory,
     )),
     modifiers(&BearerToken, &ErrorAnswers)
 )]

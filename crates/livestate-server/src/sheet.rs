@@ -65,7 +65,10 @@ pub struct SheetInput {
     pub snapshot_id: i64,
     /// The tag that pins the snapshot.
     pub tag: String,
-    /// The record offset the snapshot reflects (every event below it).
+    /// The record offset the value is known to reflect (every event below it): the offset of
+    /// the agent's receipt when the record shows no event for the table between the snapshot's
+    /// commit and it (a consistent read's tables keep older snapshots when nothing touched
+    /// them), else the snapshot's own.
     pub offset: Option<u64>,
     pub committed_at: Option<String>,
     /// How stale the number was when the proposal was recorded, measured on the record as
@@ -111,7 +114,8 @@ pub struct Verdict {
     pub instants: Vec<Instant>,
     /// Events recorded between the earliest and the latest instant (0 at one instant).
     pub offset_spread: u64,
-    /// Milliseconds between the earliest and the latest commit read.
+    /// Milliseconds over which the events between the earliest and the latest instant were
+    /// recorded (0 at one instant).
     pub time_spread_ms: i64,
     /// The verdict in words.
     pub text: String,
@@ -140,7 +144,7 @@ fn has_key(ts: &livestate_spec::TableSpec, row: &Map<String, Value>, key: &[(Str
 
 /// The source citing `input` for `key`: a cited row with that key holding the input's column,
 /// or a `keys` entry naming exactly that key.
-fn citing(
+pub(crate) fn citing(
     spec: &CompanySpec,
     sources: &[Source],
     input: &DecisionInput,
@@ -192,10 +196,11 @@ fn key_words(key: &[(String, SpecValue)]) -> String {
 }
 
 /// Rows read for a sheet, by (table, key, version).
-type ReadCache = HashMap<(String, String, String), (Option<Map<String, Value>>, livestate_engine::Receipt)>;
+pub(crate) type ReadCache =
+    HashMap<(String, String, String), (Option<Map<String, Value>>, livestate_engine::Receipt)>;
 
 /// The row of `table` with the key `filters` at `at` (`None`: no row), with its receipt.
-async fn row_at(
+pub(crate) async fn row_at(
     s: &Shared,
     cache: &mut ReadCache,
     table: &str,
@@ -215,7 +220,11 @@ async fn row_at(
 
 /// How long the event at `offset` (the first one a snapshot does not reflect) had been recorded
 /// when the proposal (recorded at `proposed`) was: 0 when there was none before the proposal.
-fn lag_at_proposal(s: &Shared, offset: Option<u64>, proposed: u64) -> Result<Option<u64>, ApiError> {
+pub(crate) fn lag_at_proposal(
+    s: &Shared,
+    offset: Option<u64>,
+    proposed: u64,
+) -> Result<Option<u64>, ApiError> {
     let Some(offset) = offset else { return Ok(None) };
     if offset >= proposed {
         return Ok(Some(0));
@@ -226,7 +235,53 @@ fn lag_at_proposal(s: &Shared, offset: Option<u64>, proposed: u64) -> Result<Opt
     Ok(Some(u64::try_from(proposal.recorded_at_ms - first.recorded_at_ms).unwrap_or(0)))
 }
 
-fn need_ms(need: &Freshness, created_at: &str) -> u64 {
+/// Most record events [`instant`] checks between a snapshot's commit and the offset cited.
+pub const MAX_INSTANT_SCAN: u64 = 100_000;
+
+/// The record offset an input read from `table`'s snapshot (committed through `committed`) is
+/// known to reflect: the offset the agent's receipt gave (`cited`, e.g. a consistent read's, where
+/// a table no event touched keeps an older snapshot) when the record shows no event of a type
+/// mapped to `table` between the two (and the cited offset is before the proposal at `proposed`);
+/// else the snapshot's own.
+///
+/// # Errors
+/// Record errors.
+pub(crate) fn instant(
+    s: &Shared,
+    table: &str,
+    committed: Option<u64>,
+    cited: Option<u64>,
+    proposed: u64,
+) -> Result<Option<u64>, ApiError> {
+    let (Some(from), Some(to)) = (committed, cited) else { return Ok(committed) };
+    if to <= from || to > proposed || to - from > MAX_INSTANT_SCAN {
+        return Ok(Some(from));
+    }
+    let mut at = from;
+    while at < to {
+        let batch = s.ls.record.read(at, (to - at).min(2048) as usize)?;
+        let Some(last) = batch.last() else { break };
+        for ev in batch.iter().filter(|e| e.offset < to) {
+            if s.ls.spec.mappings_for(&ev.event_type).any(|m| m.table == table) {
+                return Ok(Some(from));
+            }
+        }
+        at = last.offset + 1;
+    }
+    Ok(Some(to))
+}
+
+/// Milliseconds between the recording of the events at offsets `a` and `b` (`b` > `a`; 0 when
+/// one is not recorded).
+fn recorded_between(s: &Shared, a: u64, b: u64) -> Result<i64, ApiError> {
+    let at = |o: u64| -> Result<Option<i64>, ApiError> { Ok(s.ls.record.get(o)?.map(|e| e.recorded_at_ms)) };
+    Ok(match (at(a)?, at(b.saturating_sub(1).max(a))?) {
+        (Some(x), Some(y)) => y - x,
+        _ => 0,
+    })
+}
+
+pub(crate) fn need_ms(need: &Freshness, created_at: &str) -> u64 {
     let at = chrono::DateTime::parse_from_rfc3339(created_at)
         .map(|t| t.to_utc())
         .unwrap_or_else(|_| chrono::Utc::now());
@@ -290,7 +345,8 @@ pub(crate) async fn sheet_of(s: &Arc<Shared>, id: &str) -> Result<Sheet, ApiErro
             SpecValue::from_json(&value, input.column_type).unwrap_or(SpecValue::Null),
         ));
         let need_ms = need_ms(&input.need, &p.created_at);
-        let lag = lag_at_proposal(s, then_receipt.offset, p.created_offset)?;
+        let offset = instant(s, &input.table, then_receipt.offset, src.offset, p.created_offset)?;
+        let lag = lag_at_proposal(s, offset, p.created_offset)?;
         inputs.push(SheetInput {
             name: input.name.clone(),
             table: input.table.clone(),
@@ -300,7 +356,7 @@ pub(crate) async fn sheet_of(s: &Arc<Shared>, id: &str) -> Result<Sheet, ApiErro
             value,
             snapshot_id: src.snapshot_id,
             tag,
-            offset: then_receipt.offset,
+            offset,
             committed_at: then_receipt.committed_at.clone(),
             lag_ms: lag,
             cited_lag_ms: src.lag_ms,
@@ -348,15 +404,16 @@ pub(crate) async fn sheet_of(s: &Arc<Shared>, id: &str) -> Result<Sheet, ApiErro
         summary,
         agent_summary,
         action,
-        verdict: verdict(&inputs),
+        verdict: verdict(&inputs, &|a, b| recorded_between(s, a, b).unwrap_or(0)),
         inputs,
         rule,
         rule_text,
     })
 }
 
-/// Groups the inputs by the offset their snapshots reflect.
-pub(crate) fn verdict(inputs: &[SheetInput]) -> Verdict {
+/// Groups the inputs by the offset their values are known to reflect; `between(a, b)` gives
+/// the milliseconds over which the events from offset `a` up to `b` were recorded.
+pub(crate) fn verdict(inputs: &[SheetInput], between: &dyn Fn(u64, u64) -> i64) -> Verdict {
     let mut instants: Vec<Instant> = Vec::new();
     for i in inputs {
         match instants.iter_mut().find(|x| x.offset == i.offset) {
@@ -374,13 +431,8 @@ pub(crate) fn verdict(inputs: &[SheetInput]) -> Verdict {
         (Some(a), Some(b)) => b - a,
         _ => 0,
     };
-    let times: Vec<chrono::DateTime<chrono::Utc>> = inputs
-        .iter()
-        .filter_map(|i| i.committed_at.as_deref())
-        .filter_map(|t| livestate_spec::types::parse_timestamp(t).ok())
-        .collect();
-    let time_spread_ms = match (times.iter().min(), times.iter().max()) {
-        (Some(a), Some(b)) => (*b - *a).num_milliseconds(),
+    let time_spread_ms = match (offsets.iter().min(), offsets.iter().max()) {
+        (Some(a), Some(b)) if b > a => between(*a, *b),
         _ => 0,
     };
     let one_instant = instants.len() == 1 && instants[0].offset.is_some();

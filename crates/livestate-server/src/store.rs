@@ -292,6 +292,34 @@ impl Store {
         Ok(out)
     }
 
+    /// Proposals of `kind` created at or after `since` (RFC 3339 UTC), newest first, at most
+    /// `limit`; `true` when more were left. Stops at the first proposal created before `since`.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn of_kind_since(
+        &self,
+        kind: &str,
+        since: &str,
+        limit: usize,
+    ) -> Result<(Vec<ProposalEntry>, bool), StoreError> {
+        let mut out = Vec::new();
+        for kv in self.by_offset.iter().rev() {
+            let (_, id) = kv.into_inner().map_err(store_err)?;
+            let Some(p) = self.get(&String::from_utf8_lossy(&id))? else { continue };
+            if p.created_at.as_str() < since {
+                break;
+            }
+            if p.kind == kind {
+                if out.len() == limit {
+                    return Ok((out, true));
+                }
+                out.push(p);
+            }
+        }
+        Ok((out, false))
+    }
+
     /// How many proposals there are per status.
     ///
     /// # Errors

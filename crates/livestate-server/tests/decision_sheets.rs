@@ -246,3 +246,74 @@ async fn decision_kinds_are_listed_for_agents_and_a_proposal_of_an_undeclared_ki
     assert_eq!(e.status().unwrap().as_u16(), 404, "{e}");
     assert!(e.to_string().contains("kind `replenishment_order`, which the spec does not declare"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_history_of_a_kind_counts_decisions_changes_before_them_staleness_and_split_reads() {
+    let server = start().await;
+    stocked(&server).await;
+    let agent = server.client("agent:procurement");
+    let ana = server.client("person:ana");
+    let inventory = server.client("module:inventory");
+    let all =
+        |read: &Value| vec![cite(read, "stock"), cite(read, "supplier_items"), cite(read, "supplier_risk")];
+
+    // 1: on hand is recounted after the agent read it, then approved.
+    let read = read_all(&server).await;
+    let p1 = agent.propose(&replenishment(all(&read))).await.unwrap()["id"].as_str().unwrap().to_string();
+    let recount =
+        event("c2", "inventory.stock_counted", json!({"item": "bolt", "location": "north", "on_hand": 20}));
+    inventory.emit(&recount).await.unwrap();
+    ana.decide(&p1, true, "needed").await.unwrap();
+    // 2: nothing changes before it is rejected.
+    let read = read_all(&server).await;
+    let p2 = agent.propose(&replenishment(all(&read))).await.unwrap()["id"].as_str().unwrap().to_string();
+    ana.decide(&p2, false, "not now").await.unwrap();
+    // 3: stock read, another event, the offer read apart 50 ms later; left pending. Stock is
+    // then stale by the time since that event: over inbound's 1 ms need, within the others'.
+    let stock = agent
+        .consistent_read(&[json!({"table": "stock", "keys": {"item": "bolt", "location": "north"}})])
+        .await
+        .unwrap();
+    let other =
+        event("c3", "inventory.stock_counted", json!({"item": "nut", "location": "north", "on_hand": 1}));
+    inventory.emit(&other).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let rest = read_all(&server).await;
+    agent
+        .propose(&replenishment(vec![
+            cite(&stock, "stock"),
+            cite(&rest, "supplier_items"),
+            cite(&rest, "supplier_risk"),
+        ]))
+        .await
+        .unwrap();
+
+    let h = ana.decision_history("stock_replenishment", "30d").await.unwrap();
+    assert_eq!((h.proposals, h.approved, h.rejected, h.pending), (3, 1, 1, 1), "{h:?}");
+    assert_eq!(h.per_day.len(), 1);
+    assert_eq!((h.per_day[0].proposed, h.per_day[0].decided), (3, 2));
+    assert_eq!(h.time_to_decide.as_ref().unwrap().count, 2);
+    assert_eq!(h.not_one_instant, 1);
+    assert!(!h.truncated);
+    let input = |n: &str| h.inputs.iter().find(|i| i.name == n).unwrap();
+    let on_hand = input("on_hand");
+    assert_eq!(
+        (on_hand.decided_checked, on_hand.changed_before_decision, on_hand.unknown),
+        (2, 1, 0),
+        "{on_hand:?}"
+    );
+    assert_eq!(input("reserved").changed_before_decision, 0);
+    assert_eq!(input("pack_size").changed_before_decision, 0);
+    assert_eq!((input("inbound").lag_known, input("inbound").staler_than_needed), (3, 1));
+    assert_eq!(input("on_hand").staler_than_needed, 0, "a minute's need");
+
+    // A window that ends before them holds none; an undeclared kind and a bad window are refused.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let empty = ana.decision_history("stock_replenishment", "10ms").await.unwrap();
+    assert_eq!(empty.proposals, 0);
+    let e = ana.decision_history("nope", "30d").await.unwrap_err();
+    assert_eq!(e.status().unwrap().as_u16(), 404, "{e}");
+    let e = ana.decision_history("stock_replenishment", "soon").await.unwrap_err();
+    assert_eq!(e.status().unwrap().as_u16(), 400, "{e}");
+    assert!(e.to_string().contains("since"), "{e}");
+}

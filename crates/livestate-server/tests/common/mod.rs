@@ -59,7 +59,8 @@ impl TestServer {
 }
 
 /// The example spec, with `stock` at a 200 ms budget keeping few snapshots (so expiry runs
-/// during a test) and `work_queue` at 200 ms.
+/// during a test), `work_queue` at 200 ms, and the `inbound` input of `stock_replenishment`
+/// needed within 1 ms (so a test can read it staler than needed).
 pub fn spec(dir: &Path) -> PathBuf {
     let src = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
         .join("../../examples/company");
@@ -76,6 +77,10 @@ pub fn spec(dir: &Path) -> PathBuf {
             .replace(
                 "freshness = \"1m\"\noptions = { \"merge-engine\" = \"deduplicate\", bucket = \"1\" }",
                 "freshness = \"200ms\"\noptions = { \"merge-engine\" = \"deduplicate\", bucket = \"1\" }",
+            )
+            .replace(
+                "column = \"inbound\"\nkey = { item = \"item\", location = \"location\" }\nneed = \"1m\"",
+                "column = \"inbound\"\nkey = { item = \"item\", location = \"location\" }\nneed = \"1ms\"",
             );
         std::fs::write(out.join(p.file_name().unwrap()), text).unwrap();
     }
