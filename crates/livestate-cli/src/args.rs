@@ -240,11 +240,19 @@ so the token decides what the agent may do.\n\nExample (an MCP client's server c
     /// came from, how fresh it was against what the decision needs, what it is now, the rule's
     /// arithmetic and whether the numbers were read at one instant.
     #[command(
-        after_help = "Asks a running server; the proposal's kind must be declared in the spec ([decisions.KIND]). Example:\n  livestate sheet p3f9a... --url http://127.0.0.1:7070 --token $LIVESTATE_TOKEN"
+        after_help = "Asks a running server; the proposal's kind must be declared in the spec ([decisions.KIND]). Examples:\n  livestate sheet p3f9a... --url http://127.0.0.1:7070 --token $LIVESTATE_TOKEN\n  livestate sheet --kind stock_replenishment --since 7d --token $LIVESTATE_TOKEN"
     )]
     Sheet {
-        /// Proposal id
-        id: String,
+        /// Proposal id (or --kind for the history of a kind)
+        #[arg(required_unless_present = "kind", conflicts_with = "kind")]
+        id: Option<String>,
+        /// The history of a declared decision kind instead: decisions per day, time to decide,
+        /// and per input how often it changed before the decision and was staler than needed
+        #[arg(long)]
+        kind: Option<String>,
+        /// With --kind: how far back, e.g. 30d, 12h
+        #[arg(long, default_value = "30d", requires = "kind")]
+        since: String,
         #[arg(long, default_value = "http://127.0.0.1:7070", env = "LIVESTATE_URL")]
         url: String,
         /// A token allowed to read (agent, person or admin)

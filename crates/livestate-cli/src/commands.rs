@@ -73,7 +73,11 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Sql { dir, query, limit, json } => sql(&dir, &query, limit, json).await,
         Command::Mcp { url, token } => Ok(livestate_mcp::serve_stdio(&url, &token).await?),
         Command::Audit { id, url, token, json } => audit(&id, &url, &token, json).await,
-        Command::Sheet { id, url, token, json } => sheet(&id, &url, &token, json).await,
+        Command::Sheet { id, kind, since, url, token, json } => match (id, kind) {
+            (_, Some(kind)) => history(&kind, &since, &url, &token, json).await,
+            (Some(id), None) => sheet(&id, &url, &token, json).await,
+            (None, None) => Err(Usage("give a proposal id or --kind KIND".into()).into()),
+        },
         Command::Watch { dir, trigger, consumer, peek } => watch(&dir, &trigger, &consumer, peek).await,
         Command::Expire { dir, table, orphans_older_than } => expire(&dir, table, orphans_older_than).await,
     }
@@ -168,6 +172,17 @@ async fn sheet(id: &str, url: &str, token: &str, json: bool) -> anyhow::Result<(
         return Ok(());
     }
     print!("{}", render::sheet(&sheet));
+    Ok(())
+}
+
+async fn history(kind: &str, since: &str, url: &str, token: &str, json: bool) -> anyhow::Result<()> {
+    let client = livestate_client::Client::new(url, token)?;
+    let h = client.decision_history(kind, since).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&h)?);
+        return Ok(());
+    }
+    print!("{}", render::history(&h));
     Ok(())
 }
 

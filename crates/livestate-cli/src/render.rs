@@ -284,6 +284,59 @@ pub fn sheet(sh: &livestate_client::sheet::Sheet) -> String {
     out
 }
 
+/// `livestate sheet --kind`: the kind's decisions over the window, then one line per input.
+pub fn history(h: &livestate_client::sheet::History) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(out, "{} from {} to {}", h.kind, h.since, h.until);
+    let _ = writeln!(
+        out,
+        "  {} proposals: {} approved, {} rejected, {} pending{}",
+        h.proposals,
+        h.approved,
+        h.rejected,
+        h.pending,
+        if h.truncated { " (only the newest were examined)" } else { "" }
+    );
+    for d in &h.per_day {
+        let _ = writeln!(out, "  {}: {} proposed, {} decided", d.day, d.proposed, d.decided);
+    }
+    match &h.time_to_decide {
+        Some(t) => {
+            let _ = writeln!(
+                out,
+                "  time to decide: median {} ms, p90 {} ms, max {} ms ({} decisions)",
+                t.median_ms, t.p90_ms, t.max_ms, t.count
+            );
+        }
+        None => {
+            let _ = writeln!(out, "  no decisions yet");
+        }
+    }
+    let _ = writeln!(out, "  inputs not read at one instant: {} of {}", h.not_one_instant, h.proposals);
+    let header: Vec<String> =
+        ["input", "from", "need", "changed before decision", "unknown", "staler than needed"]
+            .iter()
+            .map(|h| h.to_string())
+            .collect();
+    let cells: Vec<Vec<String>> = h
+        .inputs
+        .iter()
+        .map(|i| {
+            vec![
+                i.name.clone(),
+                format!("{}.{}", i.table, i.column),
+                i.need.clone(),
+                format!("{} of {}", i.changed_before_decision, i.decided_checked),
+                i.unknown.to_string(),
+                format!("{} of {}", i.staler_than_needed, i.lag_known),
+            ]
+        })
+        .collect();
+    let _ = writeln!(out, "\n{}", grid(&header, &cells));
+    out
+}
+
 /// `livestate verify`: one line per store and table, then every problem.
 pub fn verify(r: &livestate_engine::verify::VerifyReport) -> String {
     let state = |n: usize| if n == 0 { "ok".to_string() } else { format!("{n} problem(s)") };

@@ -191,4 +191,21 @@ async fn the_sheet_command_prints_each_input_what_changed_the_arithmetic_and_the
     assert!(sheet.verdict.one_instant);
     let (code, _, err) = livestate(&["sheet", "p-none", "--url", &served.url, "--token", &agent]);
     assert_eq!(code, 2, "an unknown proposal is the caller's mistake: {err}");
+
+    // The kind's history: one approved decision, on hand recounted before it.
+    let ana = common::token(&dir, "person:ana", &["procurement"]);
+    livestate_client::Client::new(&served.url, &ana).unwrap().decide(&id, true, "ok").await.unwrap();
+    let args =
+        ["sheet", "--kind", "stock_replenishment", "--since", "1d", "--url", &served.url, "--token", &ana];
+    let (code, out, err) = livestate(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("1 proposals: 1 approved, 0 rejected, 0 pending"), "{out}");
+    assert!(out.contains("inputs not read at one instant: 0 of 1"), "{out}");
+    let on_hand = out.lines().find(|l| l.starts_with("on_hand ")).expect("an on_hand line");
+    assert!(on_hand.contains("stock.on_hand") && on_hand.contains("1 of 1"), "{on_hand}");
+    let target = out.lines().find(|l| l.starts_with("target ")).expect("a target line");
+    assert!(target.contains("0 of 1"), "{target}");
+    let (code, _, err) = livestate(&["sheet", "--kind", "nope", "--url", &served.url, "--token", &ana]);
+    assert_eq!(code, 2, "an undeclared kind is the caller's mistake: {err}");
+    assert!(err.contains("no decision kind `nope`"), "{err}");
 }
