@@ -36,6 +36,7 @@ mod reads;
 mod sheet;
 pub mod store;
 mod web;
+mod web_decisions;
 mod webhook;
 
 use std::collections::{BTreeMap, HashMap};
@@ -367,6 +368,8 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/proposals/{id}/decide", post(web::decide))
         .route("/proposals/{id}/audit", get(web::lineage))
         .route("/tables", get(web::tables))
+        .route("/decisions", get(web_decisions::kinds))
+        .route("/decisions/{kind}", get(web_decisions::kind))
         .fallback(|| async { ApiError::not_found("no such route (see /v1/openapi.json)") })
         .layer(DefaultBodyLimit::max(max_body))
         .layer(axum::middleware::from_fn_with_state(max_body, bounded_and_json))

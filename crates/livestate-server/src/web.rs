@@ -106,7 +106,7 @@ pub(crate) async fn sample_lag(s: Arc<Shared>, mut stop: tokio::sync::watch::Rec
 }
 
 /// HTML-escapes text.
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -121,7 +121,7 @@ fn esc(s: &str) -> String {
     out
 }
 
-fn text(v: &Value) -> String {
+pub(crate) fn text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Null => "-".into(),
@@ -129,10 +129,10 @@ fn text(v: &Value) -> String {
     }
 }
 
-fn page(title: &str, who: Option<(&Principal, &str)>, body: &str) -> Response {
+pub(crate) fn page(title: &str, who: Option<(&Principal, &str)>, body: &str) -> Response {
     let nav = match who {
         Some((p, csrf)) => format!(
-            r#"<nav aria-label="Main"><a href="/inbox">Inbox</a><a href="/tables">Tables</a></nav>
+            r#"<nav aria-label="Main"><a href="/inbox">Inbox</a><a href="/decisions">Decisions</a><a href="/tables">Tables</a></nav>
 <form method="post" action="/signout"><input type="hidden" name="csrf" value="{csrf}"><span class="muted">Signed in as {name}</span> <button type="submit">Sign out</button></form>"#,
             csrf = esc(csrf),
             name = esc(&p.name)
@@ -176,7 +176,7 @@ fn cookie_of(headers: &HeaderMap) -> Option<String> {
 }
 
 /// Why a page request is turned away.
-enum Refused {
+pub(crate) enum Refused {
     /// No live session: sign in.
     SignIn,
     /// A form without this session's CSRF token.
@@ -196,7 +196,7 @@ impl IntoResponse for Refused {
 }
 
 /// The signed-in person of a request and the session's CSRF token, or a redirect to sign in.
-fn person(s: &Shared, headers: &HeaderMap) -> Result<(Caller, String), Refused> {
+pub(crate) fn person(s: &Shared, headers: &HeaderMap) -> Result<(Caller, String), Refused> {
     let to_signin = || Refused::SignIn;
     let id = cookie_of(headers).ok_or_else(to_signin)?;
     let (token, csrf) = {
@@ -495,62 +495,6 @@ fn rows_table(s: &Shared, table: &str, rows: &[Value]) -> String {
     out
 }
 
-/// The sheet as HTML: (the action in words, the sheet's section). The person sees the numbers
-/// first, then the arithmetic and the verdict; the raw action stays behind a disclosure.
-fn sheet_html(sh: &crate::sheet::Sheet) -> (String, String) {
-    let mut rows = String::new();
-    for i in &sh.inputs {
-        let key: Vec<String> = i.key.iter().map(|(k, v)| format!("{k}={}", text(v))).collect();
-        let fresh = match i.fresh_enough {
-            Some(true) => r#"<span class="fresh">within</span>"#.to_string(),
-            Some(false) => r#"<span class="stale">over</span>"#.to_string(),
-            None => "unknown".to_string(),
-        };
-        let lag = i.lag_ms.map_or("-".to_string(), |l| format!("{l} ms"));
-        let changed = if i.changed_since {
-            format!(r#"<span class="changed">changed since: now {}</span>"#, esc(&text(&i.value_now)))
-        } else {
-            r#"<span class="muted">unchanged</span>"#.to_string()
-        };
-        rows.push_str(&format!(
-            r#"<tr data-input="{name}"><th scope="row">{name}</th><td class="value">{value}</td><td><code>{table}.{column}</code> at {key}</td><td>snapshot {snap}, offset {offset}, committed {committed}</td><td>{lag} against {need} needed: {fresh}</td><td class="now">{changed}</td></tr>"#,
-            name = esc(&i.name),
-            value = esc(&text(&i.value)),
-            table = esc(&i.table),
-            column = esc(&i.column),
-            key = esc(&key.join(", ")),
-            snap = i.snapshot_id,
-            offset = i.offset.map_or("-".to_string(), |o| o.to_string()),
-            committed = esc(i.committed_at.as_deref().unwrap_or("-")),
-            lag = esc(&lag),
-            need = esc(&i.need),
-        ));
-    }
-    let steps: String = sh
-        .rule
-        .iter()
-        .map(|st| {
-            let value = st.error.as_ref().map_or_else(|| text(&st.value), |e| format!("error: {e}"));
-            format!(
-                "<li><code>{name} = {expr}</code> = <code>{with}</code> = <strong>{value}</strong></li>",
-                name = esc(&st.name),
-                expr = esc(&st.expression),
-                with = esc(&st.with_values),
-                value = esc(&value)
-            )
-        })
-        .collect();
-    let verdict_class = if sh.verdict.one_instant { "one-instant" } else { "several-instants" };
-    let html = format!(
-        r#"<section id="sheet" aria-label="Decision input sheet"><h2>What this decision looks at</h2>
-<table class="sheet"><thead><tr><th scope="col">input</th><th scope="col">value used</th><th scope="col">from</th><th scope="col">read at</th><th scope="col">lag</th><th scope="col">now</th></tr></thead><tbody>{rows}</tbody></table>
-<h3>The rule's arithmetic</h3><ol id="arithmetic">{steps}</ol>
-<p id="verdict" class="{verdict_class}">{verdict}</p></section>"#,
-        verdict = esc(&sh.verdict.text),
-    );
-    (esc(&sh.summary), html)
-}
-
 pub(crate) async fn proposal(
     State(s): State<Arc<Shared>>,
     headers: HeaderMap,
@@ -598,7 +542,7 @@ pub(crate) async fn proposal(
     }
     // A declared kind's sheet comes first; any other kind has none.
     let sheet = match crate::sheet::sheet_of(&s, &id).await {
-        Ok(sh) => Some(sheet_html(&sh)),
+        Ok(sh) => Some(crate::web_decisions::sheet_html(&sh)),
         Err(e) if e.status == axum::http::StatusCode::NOT_FOUND => None,
         Err(e) => Some((
             esc(&p.summary),

@@ -176,5 +176,21 @@ async fn a_person_deciding_sees_the_sheet_first_with_the_action_in_words_what_ch
     assert!(page.find("id=\"sheet\"").unwrap() < page.find("Evidence: what the agent read").unwrap());
     assert!(!c.find(Locator::Css("#raw-action pre")).await.unwrap().is_displayed().await.unwrap());
     std::fs::write(artifacts().join("sheet.png"), c.screenshot().await.unwrap()).unwrap();
+
+    // Approved, it shows in the kind's history: on hand changed before the decision.
+    c.find(Locator::Css("#reason")).await.unwrap().send_keys("order it").await.unwrap();
+    c.find(Locator::Css("button.approve")).await.unwrap().click().await.unwrap();
+    wait_for(c, "#decision").await;
+    c.goto(&format!("{url}/decisions")).await.unwrap();
+    c.find(Locator::Css("tr[data-kind='stock_replenishment'] a")).await.unwrap().click().await.unwrap();
+    let counts = wait_for(c, "#counts").await.text().await.unwrap();
+    assert!(counts.contains("1 proposals: 1 approved, 0 rejected, 0 pending"), "{counts}");
+    let changed = wait_for(c, "tr[data-input='on_hand'] .changed-count").await.text().await.unwrap();
+    assert_eq!(changed, "1 of 1");
+    let reserved = wait_for(c, "tr[data-input='reserved'] .changed-count").await.text().await.unwrap();
+    assert_eq!(reserved, "0 of 1");
+    let split = wait_for(c, "#split").await.text().await.unwrap();
+    assert!(split.contains("0 of 1"), "{split}");
+    std::fs::write(artifacts().join("decisions.png"), c.screenshot().await.unwrap()).unwrap();
     c.clone().close().await.unwrap();
 }
