@@ -109,6 +109,15 @@ pub struct ProposalArg {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct HistoryArgs {
+    /// A declared decision kind, e.g. `stock_replenishment`
+    pub kind: String,
+    /// How far back, e.g. `30d` (default), `12h`
+    #[serde(default)]
+    pub since: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct WaitArgs {
     /// A trigger, e.g. `stock_below_reorder_point`
     pub trigger: String,
@@ -229,6 +238,18 @@ impl LivestateMcp {
     ) -> Result<CallToolResult, McpError> {
         let sheet = self.client.sheet(&a.id).await.map(|sh| serde_json::to_value(sh).unwrap_or_default());
         answer(sheet)
+    }
+
+    #[tool(
+        description = "A declared decision kind over history (default the last 30 days): proposals per day, approvals, time to decide, and per input how often it changed between the agent's read and the decision and how often it was staler than the decision needs, and how often the inputs were not read at one instant."
+    )]
+    async fn decision_history(
+        &self,
+        Parameters(a): Parameters<HistoryArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        let since = a.since.as_deref().unwrap_or("30d");
+        let h = self.client.decision_history(&a.kind, since).await;
+        answer(h.map(|h| serde_json::to_value(h).unwrap_or_default()))
     }
 
     #[tool(

@@ -226,6 +226,7 @@ async fn every_mcp_tool_and_resource_answers_every_caller_as_the_role_matrix_say
         ("propose", proposal(&snapshot, "matrix"), &["agent:procurement"]),
         ("proposal_status", json!({"id": id}), READERS),
         ("decision_kinds", json!({}), READERS),
+        ("decision_history", json!({"kind": "stock_replenishment"}), READERS),
         (
             "wait_for_trigger",
             json!({"trigger": "job_blocked", "timeout_seconds": 0}),
@@ -453,6 +454,11 @@ async fn an_agent_learns_what_a_kind_needs_is_refused_an_input_short_and_reads_t
     assert_eq!(input("pack_size")["value"], json!(10));
     assert_eq!(input("supplier_risk")["value"], Value::Null);
     assert_eq!(sheet["verdict"]["one_instant"], json!(true), "one consistent read: {}", sheet["verdict"]);
+    let history =
+        call_tool(&agent, "decision_history", json!({"kind": "stock_replenishment", "since": "1d"})).await;
+    assert!(history.ok, "{history:?}");
+    let history: Value = serde_json::from_str(&history.text).unwrap();
+    assert_eq!((history["proposals"].clone(), history["pending"].clone()), (json!(1), json!(1)), "{history}");
     agent.cancel().await.unwrap();
     server.stop().await;
 }
