@@ -90,12 +90,18 @@ Re-sending an id returns its original offset and appends nothing.\n\nExample:\n 
         json: bool,
     },
     /// List the state tables: merge engine, budget, snapshot, offset, lag, files.
-    #[command(after_help = "Example:\n  livestate tables --dir ./acme")]
+    #[command(
+        after_help = "Examples:\n  livestate tables --dir ./acme\n  livestate tables --dir ./acme --advise"
+    )]
     Tables {
         #[arg(long, default_value = "./livestate-data", env = "LIVESTATE_DIR")]
         dir: PathBuf,
         #[arg(long)]
         json: bool,
+        /// Instead, recommend each table's budget from the declared decision kinds that read it:
+        /// the loosest budget serving every one, with the commits an hour saved or needed
+        #[arg(long)]
+        advise: bool,
     },
     /// Compact a table's LSM tree now (what universal compaction picks, or everything with --full).
     #[command(

@@ -29,7 +29,8 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
             };
             read_table(&dir, table, keys, at, json).await
         }
-        Command::Tables { dir, json } => tables(&dir, json).await,
+        Command::Tables { dir, json, advise: false } => tables(&dir, json).await,
+        Command::Tables { dir, json, advise: true } => advise(&dir, json).await,
         Command::Demo { dir, seed, items, rate, duration, approve, listen, blocked_after } => {
             if !(rate > 0.0 && rate <= 100_000.0) {
                 return Err(
@@ -511,6 +512,35 @@ async fn tables(dir: &Path, json: bool) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&infos)?);
     } else {
         print!("{}", render::tables(&infos));
+    }
+    Ok(())
+}
+
+async fn advise(dir: &Path, json: bool) -> anyhow::Result<()> {
+    let ctx = ReadCtx::open(dir).await?;
+    let advice = livestate_spec::advice::advise(ctx.parts().0);
+    ctx.close().await?;
+    if json {
+        let rows: Vec<serde_json::Value> = advice
+            .iter()
+            .map(|a| {
+                serde_json::json!({
+                    "table": a.table,
+                    "budget": a.budget.to_string(),
+                    "recommended": a.recommended.map(|r| r.to_string()),
+                    "verdict": a.verdict(),
+                    "commits_per_hour": a.commits_per_hour,
+                    "recommended_commits_per_hour": a.recommended_commits_per_hour,
+                    "readers": a.readers.iter().map(|r| serde_json::json!({"kind": r.kind, "input": r.input, "need": r.need.to_string()})).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!("budget advice from the declared decision kinds (commits an hour at each budget's cadence; a change in the spec takes effect at the next start):");
+    for a in &advice {
+        println!("  {}", livestate_spec::advice::describe(a));
     }
     Ok(())
 }

@@ -758,15 +758,26 @@ pub(crate) async fn tables(State(s): State<Arc<Shared>>, headers: HeaderMap) -> 
         Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     };
     let now = chrono::Utc::now();
+    let advice = livestate_spec::advice::advise(&s.ls.spec);
     let mut rows = String::new();
     for i in &infos {
+        let advised = match advice.iter().find(|a| a.table == i.name) {
+            None => String::new(),
+            Some(a) => match (a.verdict(), &a.recommended) {
+                ("unread", _) => "read by no declared decision".to_string(),
+                ("keep", _) => "keep".to_string(),
+                (v, Some(r)) => format!("{v} to {r}"),
+                (v, None) => v.to_string(),
+            },
+        };
         let budget_ms =
             s.ls.spec.table(&i.name).map_or(0, |t| t.freshness.allowed_lag(now).as_millis() as u64);
         let over = i.receipt.within_budget == Some(false);
         let files: usize = i.health.buckets.iter().map(|b| b.files).sum();
         let runs = i.health.buckets.iter().map(|b| b.sorted_runs).max().unwrap_or(0);
         rows.push_str(&format!(
-            r#"<tr{class}><td>{name}</td><td>{budget}</td><td>{lag}</td><td>{plot}</td><td>{snap}</td><td>{offset}</td><td>{files}</td><td>{runs}</td><td>{tags}</td><td>{quarantined}</td></tr>"#,
+            r#"<tr{class}><td>{name}</td><td>{budget}</td><td>{lag}</td><td>{plot}</td><td>{snap}</td><td>{offset}</td><td>{files}</td><td>{runs}</td><td>{tags}</td><td>{quarantined}</td><td class="advice">{advised}</td></tr>"#,
+            advised = esc(&advised),
             class = if over { r#" class="over-budget""# } else { "" },
             name = esc(&i.name),
             budget = esc(&i.receipt.budget),
@@ -789,8 +800,8 @@ pub(crate) async fn tables(State(s): State<Arc<Shared>>, headers: HeaderMap) -> 
     }
     let body = format!(
         r#"<h1>State tables</h1>
-<p class="muted">Each table's freshness budget and measured lag (plot: the last hour; dashed line: the budget). Tables over budget are marked. Quarantined: row operations whose derivation failed and was set aside (the event stays in the record; hover for the latest).</p>
-<table><thead><tr><th scope="col">Table</th><th scope="col">Budget</th><th scope="col">Lag</th><th scope="col">Lag, last hour</th><th scope="col">Snapshot</th><th scope="col">Offset</th><th scope="col">Files</th><th scope="col">Max sorted runs</th><th scope="col">Tags</th><th scope="col">Quarantined</th></tr></thead>
+<p class="muted">Each table's freshness budget and measured lag (plot: the last hour; dashed line: the budget). Tables over budget are marked. Quarantined: row operations whose derivation failed and was set aside (the event stays in the record; hover for the latest). Decisions need: the loosest budget serving every declared decision that reads the table (<code>livestate tables --advise</code>).</p>
+<table><thead><tr><th scope="col">Table</th><th scope="col">Budget</th><th scope="col">Lag</th><th scope="col">Lag, last hour</th><th scope="col">Snapshot</th><th scope="col">Offset</th><th scope="col">Files</th><th scope="col">Max sorted runs</th><th scope="col">Tags</th><th scope="col">Quarantined</th><th scope="col">Decisions need</th></tr></thead>
 <tbody>{rows}</tbody></table>"#
     );
     page("Tables", Some((&caller.0, &csrf)), &body)

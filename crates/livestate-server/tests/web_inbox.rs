@@ -126,6 +126,8 @@ async fn a_person_signs_in_sees_a_proposal_arrive_opens_its_evidence_and_approve
     c.goto(&format!("{url}/tables")).await.unwrap();
     let tables = wait_for(c, "main table").await.text().await.unwrap();
     assert!(tables.contains("stock") && tables.contains("200ms"), "{tables}");
+    let unread = wait_for(c, "main table tbody tr:nth-child(3) td.advice").await.text().await.unwrap();
+    assert_eq!(unread, "read by no declared decision", "open_orders: {tables}");
     c.clone().close().await.unwrap();
     eprintln!("screenshots: {}", out.display());
 }

@@ -26,6 +26,7 @@
 //! assert_eq!(ev.row_ops(&spec, 0).unwrap().len(), 1);
 //! ```
 
+pub mod advice;
 pub mod company;
 pub mod decision;
 mod error;
