@@ -83,7 +83,8 @@ pub struct InputHistory {
     pub decided_checked: u64,
     /// Of those, how many times the value at the decision differed from the value used.
     pub changed_before_decision: u64,
-    /// Decided proposals where it could not be computed (too many events in between).
+    /// Decided proposals where it could not be computed (too many events in between, or a
+    /// proposal recorded before the kind declared the input, which does not cite it).
     pub unknown: u64,
     /// Proposals whose lag for this input is known.
     pub lag_known: u64,
@@ -102,8 +103,9 @@ struct Group {
 
 /// What one proposal contributes.
 struct Examined {
-    /// Per input: its group, and its lag when proposed.
-    inputs: Vec<(usize, Option<u64>)>,
+    /// Per input: its group and its lag when proposed; `None` for an input the proposal does
+    /// not cite (recorded before the kind declared it).
+    inputs: Vec<Option<(usize, Option<u64>)>>,
     groups: Vec<Group>,
     /// Offset of the decision event, when decided.
     decided_at: Option<u64>,
@@ -179,19 +181,34 @@ async fn examine(
     let action: Map<String, Value> =
         doc.get("action").and_then(Value::as_object).cloned().unwrap_or_default();
     let mut groups: Vec<Group> = Vec::new();
+    let mut instants: std::collections::HashMap<(String, Option<u64>, Option<u64>), Option<u64>> =
+        std::collections::HashMap::new();
     let mut inputs = Vec::new();
     let mut offsets = Vec::new();
     for input in k.inputs.values() {
-        let key = k.input_key(input, &action).map_err(ApiError::internal)?;
-        let src = citing(&s.ls.spec, &sources, input, &key).map(|i| &sources[i]).ok_or_else(|| {
-            ApiError::internal(format!("proposal {}: input `{}` is not cited", p.id, input.name))
-        })?;
+        // A proposal recorded before the kind declared this input may not cite it.
+        let cited = k
+            .input_key(input, &action)
+            .ok()
+            .and_then(|key| citing(&s.ls.spec, &sources, input, &key).map(|i| (key, &sources[i])));
+        let Some((key, src)) = cited else {
+            offsets.push(None);
+            inputs.push(None);
+            continue;
+        };
         let tag = src.tag.clone().unwrap_or_default();
         let filters: Vec<(String, String)> =
             key.iter().map(|(c, v)| (c.clone(), key_text(&v.to_json()))).collect();
         let (row, receipt) =
             row_at(s, cache, &input.table, &filters, At::Tag(tag.clone()), format!("tag:{tag}")).await?;
-        let offset = instant(s, &input.table, receipt.offset, src.offset, p.created_offset)?;
+        let offset = match instants.get(&(input.table.clone(), receipt.offset, src.offset)) {
+            Some(o) => *o,
+            None => {
+                let o = instant(s, &input.table, receipt.offset, src.offset, p.created_offset)?;
+                instants.insert((input.table.clone(), receipt.offset, src.offset), o);
+                o
+            }
+        };
         offsets.push(offset);
         let lag = lag_at_proposal(s, offset, p.created_offset)?;
         let from = receipt.offset.unwrap_or(u64::MAX);
@@ -213,7 +230,7 @@ async fn examine(
                 groups.len() - 1
             }
         };
-        inputs.push((g, lag));
+        inputs.push(Some((g, lag)));
     }
     offsets.sort();
     offsets.dedup();
@@ -356,7 +373,13 @@ fn report(
         if !ex.one_instant {
             not_one_instant += 1;
         }
-        for ((input, h), (g, lag)) in k.inputs.values().zip(inputs.iter_mut()).zip(&ex.inputs) {
+        for ((input, h), cited) in k.inputs.values().zip(inputs.iter_mut()).zip(&ex.inputs) {
+            let Some((g, lag)) = cited else {
+                if ex.decided_at.is_some() {
+                    h.unknown += 1;
+                }
+                continue;
+            };
             if let Some(lag) = lag {
                 h.lag_known += 1;
                 if *lag > need_ms(&input.need, &p.created_at) {

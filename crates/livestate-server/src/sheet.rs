@@ -290,7 +290,7 @@ pub(crate) fn need_ms(need: &Freshness, created_at: &str) -> u64 {
 
 #[utoipa::path(get, path = "/v1/proposals/{id}/sheet", security(("token" = [])), params(("id" = String, Path)),
     responses((status = 200, description = "Every input of the decision: the value used, its receipt, its lag against the decision's need, the value now, the rule's arithmetic and the one-instant verdict", body = Sheet),
-        (status = 404, description = "Unknown proposal, or one whose kind the spec does not declare")))]
+        (status = 404, description = "Unknown proposal, one whose kind the spec does not declare, or one recorded before its kind declared an input it does not cite")))]
 pub(crate) async fn sheet(
     State(s): State<Arc<Shared>>,
     caller: Caller,
@@ -326,9 +326,15 @@ pub(crate) async fn sheet_of(s: &Arc<Shared>, id: &str) -> Result<Sheet, ApiErro
     let mut inputs = Vec::new();
     let mut typed: Vec<(String, SpecValue)> = Vec::new();
     for input in kind.inputs.values() {
-        let key = kind.input_key(input, &action).map_err(ApiError::internal)?;
-        let i = citing(&s.ls.spec, &sources, input, &key)
-            .ok_or_else(|| ApiError::internal(format!("input `{}` is not cited", input.name)))?;
+        // A proposal recorded before its kind declared this input may not hold or cite it.
+        let not_cited = || {
+            ApiError::not_found(format!(
+                "proposal `{id}` does not cite input `{}` of kind `{}` (it was recorded before the kind declared it): it has no sheet",
+                input.name, kind.name
+            ))
+        };
+        let key = kind.input_key(input, &action).map_err(|_| not_cited())?;
+        let i = citing(&s.ls.spec, &sources, input, &key).ok_or_else(not_cited)?;
         let src = &sources[i];
         let tag = src.tag.clone().unwrap_or_default();
         let filters: Vec<(String, String)> =

@@ -317,3 +317,37 @@ async fn the_history_of_a_kind_counts_decisions_changes_before_them_staleness_an
     assert_eq!(e.status().unwrap().as_u16(), 400, "{e}");
     assert!(e.to_string().contains("since"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proposals_recorded_before_their_kind_was_declared_have_no_sheet_and_count_as_unknown() {
+    let mut server = start().await;
+    // The directory starts without the decision kinds: a replenishment citing only stock is taken.
+    server.stop().await;
+    let decisions = server.dir.join("spec/decisions.toml");
+    let declared = std::fs::read_to_string(&decisions).unwrap();
+    std::fs::remove_file(&decisions).unwrap();
+    server.serve(livestate_server::ServeConfig::default()).await;
+    stocked(&server).await;
+    let read = read_all(&server).await;
+    let agent = server.client("agent:procurement");
+    let id = agent.propose(&replenishment(vec![cite(&read, "stock")])).await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    server.client("person:ana").decide(&id, true, "fine").await.unwrap();
+
+    // Declared at the next start: the old proposal has no sheet, and the history says what it can.
+    server.stop().await;
+    std::fs::write(&decisions, declared).unwrap();
+    server.serve(livestate_server::ServeConfig::default()).await;
+    let ana = server.client("person:ana");
+    let e = ana.sheet(&id).await.unwrap_err();
+    assert_eq!(e.status().unwrap().as_u16(), 404, "{e}");
+    assert!(e.to_string().contains("does not cite input `pack_size`"), "{e}");
+    let h = ana.decision_history("stock_replenishment", "1d").await.unwrap();
+    assert_eq!((h.proposals, h.approved), (1, 1));
+    let input = |n: &str| h.inputs.iter().find(|i| i.name == n).unwrap();
+    assert_eq!((input("on_hand").decided_checked, input("on_hand").unknown), (1, 0));
+    assert_eq!((input("pack_size").decided_checked, input("pack_size").unknown), (0, 1));
+    assert_eq!(h.not_one_instant, 1, "inputs it never cited were not read at its instant");
+}
