@@ -238,13 +238,17 @@ async fn examine(
     Ok(Examined { inputs, groups, decided_at: p.decision.as_ref().map(|d| d.offset), one_instant })
 }
 
+/// Per group, its row at the decision: `None` when unknown (undecided, or too many events),
+/// `Some(None)` when there was no row.
+type AtDecision = Vec<Option<Option<Vec<SpecValue>>>>;
+
 /// Applies every event between each group's snapshot and the decision to its row; a group
 /// whose range is longer than [`MAX_SCAN`] (or unknown) is left as `None` (unknown).
 fn carry_forward(
     s: &Shared,
     k: &DecisionKind,
     examined: Vec<Examined>,
-) -> Result<Vec<(Examined, Vec<Option<Option<Vec<SpecValue>>>>)>, ApiError> {
+) -> Result<Vec<(Examined, AtDecision)>, ApiError> {
     let spec: &CompanySpec = &s.ls.spec;
     let mut mergers: BTreeMap<String, Merger> = BTreeMap::new();
     for i in k.inputs.values() {
@@ -264,7 +268,7 @@ fn carry_forward(
             out.push((ex, vec![None; n]));
             continue;
         };
-        let mut rows: Vec<Option<Option<Vec<SpecValue>>>> = ex
+        let mut rows: AtDecision = ex
             .groups
             .iter()
             .map(|g| {
@@ -319,7 +323,7 @@ fn report(
     spec: &CompanySpec,
     k: &DecisionKind,
     entries: &[ProposalEntry],
-    examined: &[(Examined, Vec<Option<Option<Vec<SpecValue>>>>)],
+    examined: &[(Examined, AtDecision)],
     since: &str,
     until: &str,
     truncated: bool,
