@@ -22,7 +22,7 @@ use crate::auth::Permission;
 use crate::error::ApiError;
 use crate::proposals::{document, Source};
 use crate::reads::{key_text, query_param};
-use crate::sheet::{citing, instant, lag_at_proposal, need_ms, row_at, ReadCache};
+use crate::sheet::{citing, instant_off_worker, lag_at_proposal, need_ms, row_at, ReadCache};
 use crate::store::ProposalEntry;
 use crate::{Caller, Shared};
 
@@ -204,7 +204,8 @@ async fn examine(
         let offset = match instants.get(&(input.table.clone(), receipt.offset, src.offset)) {
             Some(o) => *o,
             None => {
-                let o = instant(s, &input.table, receipt.offset, src.offset, p.created_offset)?;
+                let o =
+                    instant_off_worker(s, &input.table, receipt.offset, src.offset, p.created_offset).await?;
                 instants.insert((input.table.clone(), receipt.offset, src.offset), o);
                 o
             }

@@ -271,6 +271,23 @@ pub(crate) fn instant(
     Ok(Some(to))
 }
 
+/// [`instant`] on a blocking thread (it may read up to [`MAX_INSTANT_SCAN`] record events).
+///
+/// # Errors
+/// Record errors.
+pub(crate) async fn instant_off_worker(
+    s: &Arc<Shared>,
+    table: &str,
+    committed: Option<u64>,
+    cited: Option<u64>,
+    proposed: u64,
+) -> Result<Option<u64>, ApiError> {
+    let (s, table) = (Arc::clone(s), table.to_string());
+    tokio::task::spawn_blocking(move || instant(&s, &table, committed, cited, proposed))
+        .await
+        .map_err(ApiError::internal)?
+}
+
 /// Milliseconds between the recording of the events at offsets `a` and `b` (`b` > `a`; 0 when
 /// one is not recorded).
 fn recorded_between(s: &Shared, a: u64, b: u64) -> Result<i64, ApiError> {
@@ -351,7 +368,8 @@ pub(crate) async fn sheet_of(s: &Arc<Shared>, id: &str) -> Result<Sheet, ApiErro
             SpecValue::from_json(&value, input.column_type).unwrap_or(SpecValue::Null),
         ));
         let need_ms = need_ms(&input.need, &p.created_at);
-        let offset = instant(s, &input.table, then_receipt.offset, src.offset, p.created_offset)?;
+        let offset =
+            instant_off_worker(s, &input.table, then_receipt.offset, src.offset, p.created_offset).await?;
         let lag = lag_at_proposal(s, offset, p.created_offset)?;
         inputs.push(SheetInput {
             name: input.name.clone(),
