@@ -549,9 +549,13 @@ pub(crate) async fn proposal(
             format!(r#"<p class="flash error">The sheet could not be read: {}</p>"#, esc(&e.message)),
         )),
     };
+    // The numbers first, then the action in words, then (on request) the raw action.
     let (headline, sheet) = match sheet {
-        Some((words, html)) => (words, html),
-        None => (esc(&p.summary), String::new()),
+        Some((words, html)) => (
+            format!("Decision input sheet: {}", esc(&p.kind)),
+            format!(r#"{html}<h2>The action</h2><p id="summary" class="action-words">{words}</p>"#),
+        ),
+        None => (format!(r#"<span id="summary">{}</span>"#, esc(&p.summary)), String::new()),
     };
     let decision = match &p.decision {
         Some(d) => format!(
@@ -579,7 +583,7 @@ pub(crate) async fn proposal(
     };
     let body = format!(
         r#"<p><a href="/inbox">← Inbox</a></p>
-<h1 id="summary">{headline}</h1>
+<h1>{headline}</h1>
 {flash}
 <p><span class="status status-{status}">{status}</span> <span class="muted">{kind} proposed by agent {agent} for module {module}, {age} (record offset {offset})</span></p>
 {sheet}

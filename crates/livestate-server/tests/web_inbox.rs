@@ -3,7 +3,7 @@
 //! rows from the pinned snapshot, approves, and sees the inbox update; a decision made
 //! elsewhere meanwhile is refused with a clear message. Screenshots of the inbox and of a
 //! proposal are saved as test artefacts. A proposal of a declared kind shows its sheet first:
-//! the action in words, each input with a marker when it changed since, and the verdict.
+//! each input with a marker when it changed since and the verdict, then the action in words.
 
 mod common;
 
@@ -133,7 +133,7 @@ async fn a_person_signs_in_sees_a_proposal_arrive_opens_its_evidence_and_approve
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_person_deciding_sees_the_sheet_first_with_the_action_in_words_what_changed_and_the_verdict() {
+async fn a_person_deciding_sees_the_sheet_first_then_the_action_in_words_what_changed_and_the_verdict() {
     let browser = Browser::start().await;
     let c = &browser.client;
     let server = start().await;
@@ -155,7 +155,7 @@ async fn a_person_deciding_sees_the_sheet_first_with_the_action_in_words_what_ch
 
     browser.sign_in(&url, &server.tokens["person:ana"]).await;
     c.goto(&format!("{url}/proposals/{id}")).await.unwrap();
-    let summary = wait_for(c, "h1#summary").await.text().await.unwrap();
+    let summary = wait_for(c, "#summary").await.text().await.unwrap();
     assert_eq!(summary, "Order 100 x bolt from acme for north: available 35 < reorder point 40");
     let on_hand = wait_for(c, "tr[data-input='on_hand']").await.text().await.unwrap();
     assert!(on_hand.contains("50") && on_hand.contains("stock.on_hand"), "{on_hand}");
@@ -175,7 +175,9 @@ async fn a_person_deciding_sees_the_sheet_first_with_the_action_in_words_what_ch
     );
     // The sheet comes before the evidence; the raw action only on request.
     let page = c.source().await.unwrap();
-    assert!(page.find("id=\"sheet\"").unwrap() < page.find("Evidence: what the agent read").unwrap());
+    let at = |what: &str| page.find(what).unwrap_or_else(|| panic!("{what} in the page"));
+    assert!(at("id=\"sheet\"") < at("id=\"summary\"") && at("id=\"summary\"") < at("id=\"raw-action\""));
+    assert!(at("id=\"raw-action\"") < at("Evidence: what the agent read"));
     assert!(!c.find(Locator::Css("#raw-action pre")).await.unwrap().is_displayed().await.unwrap());
     std::fs::write(artifacts().join("sheet.png"), c.screenshot().await.unwrap()).unwrap();
 
