@@ -129,7 +129,7 @@ pub struct Instant {
     pub inputs: Vec<String>,
 }
 
-/// The kind `p` declares, if any.
+/// The declared decision kind named `kind`, if any.
 fn declared<'a>(spec: &'a CompanySpec, kind: &str) -> Option<&'a DecisionKind> {
     spec.decisions.get(kind)
 }
