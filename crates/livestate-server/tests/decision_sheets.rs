@@ -151,12 +151,16 @@ async fn the_sheet_of_one_consistent_read_is_at_one_instant_and_keeps_its_values
         inventory.emit(&line).await.unwrap();
         agent.consistent_read(&[json!({"table": "stock", "limit": 1})]).await.unwrap();
     }
-    eventually("the cited snapshot to expire", || async {
+    let stock = eventually("the cited snapshot to expire", || async {
         let t = agent.tables().await.unwrap();
         let stock = t.as_array().unwrap().iter().find(|t| t["name"] == "stock").unwrap().clone();
-        (stock["health"]["earliest_snapshot"].as_i64().unwrap() > stock_snapshot).then_some(())
+        (stock["health"]["earliest_snapshot"].as_i64().unwrap() > stock_snapshot).then_some(stock)
     })
     .await;
+    // Compaction merged the files of those 60 commits.
+    let files: u64 =
+        stock["health"]["buckets"].as_array().unwrap().iter().map(|b| b["files"].as_u64().unwrap()).sum();
+    assert!(files < 60, "{files} files after 60 commits: {}", stock["health"]);
 
     let after = sheet_json(&ana, &id).await;
     let on_hand = input(&after, "on_hand");
