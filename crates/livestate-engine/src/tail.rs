@@ -5,7 +5,7 @@
 //! append is acknowledged it pushes the typed events here at their offsets. The derivers take
 //! events from the tail while they follow the record's head, and read the record back (the
 //! decode stage) only to catch up: after a restart, or when they fell so far behind that the
-//! tail, which holds at most [`CAPACITY`] events, dropped what they had not taken.
+//! tail, which holds the newest [`CAPACITY`] events, dropped what they had not taken.
 //!
 //! What the tail promises: every event acknowledged at an offset at or above [`Tail::from`] is
 //! pushed here, or is about to be (its append has returned and the push follows at once).
@@ -56,20 +56,19 @@ impl Tail {
     }
 
     /// After an acknowledged append: its new events, typed, at their offsets. When they do not
-    /// fit, the tail drops everything it holds up to the last of them (the derivers read those
-    /// from the record), so what it holds stays contiguous and bounded.
+    /// fit, the tail drops its oldest events (the derivers read those from the record) and keeps
+    /// the newest [`CAPACITY`], so derivers that fell behind read back only what was dropped and
+    /// take the rest from here.
     pub fn push(&self, events: Vec<Decoded>) {
-        let Some(last) = events.last().map(|e| e.offset) else { return };
         let mut st = self.state();
-        if st.events.len() + events.len() > CAPACITY {
-            st.from = st.from.max(last + 1);
-            st.events.clear();
-            return;
-        }
         for e in events {
             if e.offset >= st.from {
                 st.events.insert(e.offset, e);
             }
+        }
+        while st.events.len() > CAPACITY {
+            let (dropped, _) = st.events.pop_first().expect("more than CAPACITY events");
+            st.from = st.from.max(dropped + 1);
         }
     }
 
@@ -163,15 +162,22 @@ mod tests {
     }
 
     #[test]
-    fn a_tail_that_overflows_sends_the_derivers_to_the_record_and_stays_bounded() {
+    fn a_tail_that_overflows_drops_its_oldest_sends_the_derivers_to_the_record_for_them_and_stays_bounded() {
         let t = Tail::new(0);
         let n = CAPACITY as u64;
         t.push((0..n).map(ev).collect());
         t.push((n..n + 5).map(ev).collect());
-        assert!(matches!(t.take(0, n + 5, 10), Taken::Record { until } if until == n + 5));
-        assert_eq!(t.state().events.len(), 0);
-        t.push(vec![ev(n + 5)]);
-        assert_eq!(offsets(t.take(n + 5, n + 6, 10)), vec![n + 5]);
+        assert_eq!(t.state().events.len(), CAPACITY);
+        assert!(matches!(t.take(0, n + 5, 10), Taken::Record { until: 5 }), "the five oldest were dropped");
+        assert_eq!(offsets(t.take(5, n + 5, 3)), vec![5, 6, 7], "the rest is still here");
+        // A late push of a dropped offset (a concurrent append) stays out.
+        t.push(vec![ev(2)]);
+        assert!(matches!(t.take(2, n + 5, 10), Taken::Record { until: 8 }));
+        // One append larger than the tail keeps its newest events.
+        t.push((n + 5..3 * n).map(ev).collect());
+        assert_eq!(t.state().events.len(), CAPACITY);
+        assert!(matches!(t.take(8, 3 * n, 10), Taken::Record { until } if until == 2 * n));
+        assert_eq!(offsets(t.take(2 * n, 3 * n, 2)), vec![2 * n, 2 * n + 1]);
     }
 
     #[test]
