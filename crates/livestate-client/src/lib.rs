@@ -12,7 +12,8 @@
 //! Answers are the API's JSON (see `GET /v1/openapi.json`); errors carry the status and the
 //! server's message.
 
-pub mod sheet;
+/// The typed answers of the sheet and history routes (defined once, in `livestate-wire`).
+pub use livestate_wire::sheet;
 
 use std::time::Duration;
 

@@ -15,7 +15,6 @@ use axum::extract::{Path as UrlPath, Query, State};
 use axum::Json;
 use livestate_engine::At;
 use livestate_spec::{CompanySpec, DecisionKind, Event, EventEnvelope, Merger, Value as SpecValue};
-use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::auth::Permission;
@@ -33,64 +32,7 @@ pub const MAX_PROPOSALS: usize = 10_000;
 /// beyond, whether its inputs changed is reported as unknown.
 pub const MAX_SCAN: u64 = 100_000;
 
-/// The history report of a decision kind: `GET /v1/decision-kinds/{kind}/history`.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct History {
-    pub kind: String,
-    /// The window: proposals created at or after `since` (UTC), up to `until`.
-    pub since: String,
-    pub until: String,
-    pub proposals: u64,
-    pub approved: u64,
-    pub rejected: u64,
-    pub pending: u64,
-    /// Proposals made and decisions taken per UTC day, oldest first.
-    pub per_day: Vec<Day>,
-    /// How long a person took to decide (from the proposal to the decision).
-    pub time_to_decide: Option<Spread>,
-    pub inputs: Vec<InputHistory>,
-    /// Proposals whose inputs were not all read at one record offset.
-    pub not_one_instant: u64,
-    /// More proposals were in the window than one report examines ([`MAX_PROPOSALS`]).
-    pub truncated: bool,
-}
-
-/// One UTC day.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct Day {
-    pub day: String,
-    pub proposed: u64,
-    pub decided: u64,
-}
-
-/// Durations in milliseconds.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct Spread {
-    pub count: u64,
-    pub median_ms: i64,
-    pub p90_ms: i64,
-    pub max_ms: i64,
-}
-
-/// One input over the window.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct InputHistory {
-    pub name: String,
-    pub table: String,
-    pub column: String,
-    pub need: String,
-    /// Decided proposals whose value at the decision could be computed.
-    pub decided_checked: u64,
-    /// Of those, how many times the value at the decision differed from the value used.
-    pub changed_before_decision: u64,
-    /// Decided proposals where it could not be computed (too many events in between, or a
-    /// proposal recorded before the kind declared the input, which does not cite it).
-    pub unknown: u64,
-    /// Proposals whose lag for this input is known.
-    pub lag_known: u64,
-    /// Of those, how many read it staler than the decision needs.
-    pub staler_than_needed: u64,
-}
+pub use livestate_wire::sheet::{Day, History, InputHistory, Spread};
 
 /// The row one input group (a table and key read at one snapshot) is tracked through.
 struct Group {
