@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -233,11 +233,8 @@ so the token decides what the agent may do.\n\nExample (an MCP client's server c
     Audit {
         /// Proposal id
         id: String,
-        #[arg(long, default_value = "http://127.0.0.1:7070", env = "LIVESTATE_URL")]
-        url: String,
-        /// A token allowed to read (agent, person or admin)
-        #[arg(long, env = "LIVESTATE_TOKEN", hide_env_values = true)]
-        token: String,
+        #[command(flatten)]
+        server: Reader,
         /// Print the audit as JSON
         #[arg(long)]
         json: bool,
@@ -259,11 +256,8 @@ so the token decides what the agent may do.\n\nExample (an MCP client's server c
         /// With --kind: how far back, e.g. 30d, 12h
         #[arg(long, default_value = "30d", requires = "kind")]
         since: String,
-        #[arg(long, default_value = "http://127.0.0.1:7070", env = "LIVESTATE_URL")]
-        url: String,
-        /// A token allowed to read (agent, person or admin)
-        #[arg(long, env = "LIVESTATE_TOKEN", hide_env_values = true)]
-        token: String,
+        #[command(flatten)]
+        server: Reader,
         /// Print the sheet as JSON
         #[arg(long)]
         json: bool,
@@ -369,4 +363,14 @@ fn parse_webhook(v: &str) -> Result<(String, String), String> {
 fn parse_window(v: &str) -> Result<std::time::Duration, String> {
     livestate_lsm::parse_duration(v)
         .ok_or_else(|| format!("`{v}` is not a duration such as `1h`, `30min` or `0s`"))
+}
+
+/// A running server and a token allowed to read there (agent, person or admin).
+#[derive(Debug, Args)]
+pub struct Reader {
+    #[arg(long, default_value = "http://127.0.0.1:7070", env = "LIVESTATE_URL")]
+    pub url: String,
+    /// A token allowed to read (agent, person or admin)
+    #[arg(long, env = "LIVESTATE_TOKEN", hide_env_values = true)]
+    pub token: String,
 }

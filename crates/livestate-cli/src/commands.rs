@@ -73,10 +73,10 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Export(e) => export(e).await,
         Command::Sql { dir, query, limit, json } => sql(&dir, &query, limit, json).await,
         Command::Mcp { url, token } => Ok(livestate_mcp::serve_stdio(&url, &token).await?),
-        Command::Audit { id, url, token, json } => audit(&id, &url, &token, json).await,
-        Command::Sheet { id, kind, since, url, token, json } => match (id, kind) {
-            (_, Some(kind)) => history(&kind, &since, &url, &token, json).await,
-            (Some(id), None) => sheet(&id, &url, &token, json).await,
+        Command::Audit { id, server, json } => audit(&id, &server.url, &server.token, json).await,
+        Command::Sheet { id, kind, since, server, json } => match (id, kind) {
+            (_, Some(kind)) => history(&kind, &since, &server.url, &server.token, json).await,
+            (Some(id), None) => sheet(&id, &server.url, &server.token, json).await,
             (None, None) => Err(Usage("give a proposal id or --kind KIND".into()).into()),
         },
         Command::Watch { dir, trigger, consumer, peek } => watch(&dir, &trigger, &consumer, peek).await,
