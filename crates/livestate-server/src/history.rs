@@ -32,6 +32,11 @@ pub const MAX_PROPOSALS: usize = 10_000;
 /// beyond, whether its inputs changed is reported as unknown.
 pub const MAX_SCAN: u64 = 100_000;
 
+/// Most record events one report reads over all its proposals (proposals whose ranges overlap
+/// read the same events again): past it, the remaining proposals' inputs are unknown, so one
+/// request of 10,000 proposals cannot decode a billion events.
+pub const MAX_REPORT_SCAN: u64 = 1_000_000;
+
 pub use livestate_wire::sheet::{Day, History, InputHistory, Spread};
 
 /// The row one input group (a table and key read at one snapshot) is tracked through.
@@ -205,6 +210,7 @@ fn carry_forward(
         index.get(table, &livestate_engine::index::key_bytes(key.iter())).ok().flatten()
     };
     let mut out = Vec::new();
+    let mut budget = MAX_REPORT_SCAN;
     for ex in examined {
         let Some(decided) = ex.decided_at else {
             let n = ex.groups.len();
@@ -215,34 +221,38 @@ fn carry_forward(
             .groups
             .iter()
             .map(|g| {
-                (g.from != u64::MAX && decided.saturating_sub(g.from) <= MAX_SCAN).then(|| g.row.clone())
+                (g.from != u64::MAX && decided.saturating_sub(g.from) <= MAX_SCAN.min(budget))
+                    .then(|| g.row.clone())
             })
             .collect();
         let start = ex.groups.iter().zip(&rows).filter(|(_, r)| r.is_some()).map(|(g, _)| g.from).min();
         if let Some(mut at) = start {
+            budget -= decided.saturating_sub(at);
             while at < decided {
                 let batch = s.ls.record.read(at, (decided - at).min(2048) as usize)?;
                 if batch.is_empty() {
                     break;
                 }
-                for ev in &batch {
+                let next = batch.last().map_or(decided, |e| e.offset + 1);
+                for ev in batch {
                     if ev.offset >= decided {
                         break;
                     }
+                    let offset = ev.offset;
                     let env = EventEnvelope {
-                        id: ev.id.clone(),
-                        event_type: ev.event_type.clone(),
-                        occurred_at: ev.occurred_at.clone(),
-                        data: ev.data.clone(),
-                        causation: ev.causation.clone(),
+                        id: ev.id,
+                        event_type: ev.event_type,
+                        occurred_at: ev.occurred_at,
+                        data: ev.data,
+                        causation: ev.causation,
                     };
                     let Ok(event) = Event::decode(env, spec) else { continue };
-                    let Ok(ops) = event.row_ops_with(spec, ev.offset, &fetch) else { continue };
+                    let Ok(ops) = event.row_ops_with(spec, offset, &fetch) else { continue };
                     for op in ops {
                         let ts = spec.table(&op.table).expect("a mapped table");
                         for (g, row) in ex.groups.iter().zip(rows.iter_mut()) {
                             let Some(row) = row else { continue };
-                            if g.table != op.table || ev.offset < g.from {
+                            if g.table != op.table || offset < g.from {
                                 continue;
                             }
                             let same_key = g.key.iter().all(|(c, v)| {
@@ -254,7 +264,7 @@ fn carry_forward(
                         }
                     }
                 }
-                at = batch.last().map_or(decided, |e| e.offset + 1);
+                at = next;
             }
         }
         out.push((ex, rows));
