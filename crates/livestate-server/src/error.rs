@@ -71,9 +71,51 @@ impl ApiError {
     }
 }
 
+/// The stable, machine-readable name of an error answer's status: what a caller matches on
+/// (the `error` message is for people and may change wording).
+pub fn error_code(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::BAD_REQUEST => "bad_request",
+        StatusCode::UNAUTHORIZED => "unauthenticated",
+        StatusCode::FORBIDDEN => "forbidden",
+        StatusCode::NOT_FOUND => "not_found",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::REQUEST_TIMEOUT => "request_timeout",
+        StatusCode::CONFLICT => "conflict",
+        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        StatusCode::TOO_MANY_REQUESTS => "too_many_requests",
+        StatusCode::NOT_IMPLEMENTED => "not_implemented",
+        StatusCode::SERVICE_UNAVAILABLE => "unavailable",
+        StatusCode::INSUFFICIENT_STORAGE => "insufficient_storage",
+        s if s.is_client_error() => "client_error",
+        _ => "internal",
+    }
+}
+
+/// Numbers the internal errors this process answered, so the log line that holds the cause can
+/// be found from the answer the caller saw.
+static INCIDENTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut r = (self.status, Json(json!({"error": self.message}))).into_response();
+        let code = error_code(self.status);
+        let body = if code == "internal" {
+            // The cause of an internal error names paths, files and library internals: it goes
+            // to the server's log, and the caller gets the incident number that finds it there.
+            let incident = INCIDENTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::error!(incident, status = %self.status, error = %self.message, "internal error answered");
+            json!({
+                "error": format!(
+                    "internal error (incident {incident}); the server's log holds the cause under this number"
+                ),
+                "code": code,
+                "incident": incident,
+            })
+        } else {
+            json!({"error": self.message, "code": code})
+        };
+        let mut r = (self.status, Json(body)).into_response();
         if self.status == StatusCode::UNAUTHORIZED {
             r.headers_mut().insert(header::WWW_AUTHENTICATE, "Bearer".parse().expect("a valid header"));
         }
@@ -126,4 +168,42 @@ pub fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiE
         return Err(ApiError::bad_request("the request body is empty; a JSON object is expected"));
     }
     serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("request body: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn body_of(e: ApiError) -> (StatusCode, serde_json::Value) {
+        let r = e.into_response();
+        let status = r.status();
+        let bytes = axum::body::to_bytes(r.into_body(), 1 << 20).await.expect("body");
+        (status, serde_json::from_slice(&bytes).expect("JSON"))
+    }
+
+    #[tokio::test]
+    async fn internal_error_answers_an_incident_not_its_cause() {
+        let cause = "reading /var/lib/livestate/warehouse/state.db/stock/manifest-7: Permission denied";
+        let (status, body) = body_of(ApiError::internal(cause)).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(body["code"], "internal");
+        let text = body["error"].as_str().expect("error text");
+        assert!(!text.contains("/var/lib") && !text.contains("Permission"), "the cause leaked: {text}");
+        let incident = body["incident"].as_u64().expect("incident number");
+        assert!(text.contains(&format!("incident {incident}")), "{text}");
+        let (_, next) = body_of(ApiError::internal(cause)).await;
+        assert!(next["incident"].as_u64().expect("incident") > incident, "incidents are numbered apart");
+    }
+
+    #[tokio::test]
+    async fn caller_errors_keep_their_message_and_carry_a_stable_code() {
+        let (status, body) = body_of(ApiError::bad_request("data.qty: not an integer")).await;
+        assert_eq!((status, body["code"].as_str()), (StatusCode::BAD_REQUEST, Some("bad_request")));
+        assert_eq!(body["error"], "data.qty: not an integer");
+        let (_, body) = body_of(ApiError::conflict("key reused")).await;
+        assert_eq!(body["code"], "conflict");
+        let (_, body) = body_of(ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "disk full")).await;
+        assert_eq!((body["code"].as_str(), body["error"].as_str()), (Some("insufficient_storage"), Some("disk full")));
+        assert!(body.get("incident").is_none());
+    }
 }

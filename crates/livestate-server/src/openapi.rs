@@ -74,7 +74,7 @@ impl Modify for BearerToken {
     }
 }
 
-/// Every error answer is the same JSON object, `{"error": "…"}`; this documents it on every
+/// Every error answer is the same JSON object, `{"error": "…", "code": "…"}`; this documents it on every
 /// operation, with the statuses every operation can answer whatever its handler does: 400 for
 /// a parameter or body that does not fit, 401/403/429 where a token is needed, 408/413 for a
 /// request body (too slow, too large), 500, and 503/507 where events are recorded.
@@ -89,7 +89,34 @@ impl Modify for ErrorAnswers {
             RefOr::T(Schema::Object(
                 ObjectBuilder::new()
                     .property("error", ObjectBuilder::new().schema_type(Type::String))
+                    .property(
+                        "code",
+                        ObjectBuilder::new().schema_type(Type::String).enum_values(Some([
+                            "bad_request",
+                            "unauthenticated",
+                            "forbidden",
+                            "not_found",
+                            "method_not_allowed",
+                            "request_timeout",
+                            "conflict",
+                            "payload_too_large",
+                            "unsupported_media_type",
+                            "too_many_requests",
+                            "not_implemented",
+                            "unavailable",
+                            "insufficient_storage",
+                            "client_error",
+                            "internal",
+                        ])),
+                    )
+                    .property(
+                        "incident",
+                        ObjectBuilder::new()
+                            .schema_type(Type::Integer)
+                            .description(Some("On an internal error (500): the number the server's log holds its cause under")),
+                    )
                     .required("error")
+                    .required("code")
                     .description(Some("Why the request was not served, naming what was wrong."))
                     .build(),
             )),
