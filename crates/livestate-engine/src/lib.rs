@@ -309,11 +309,23 @@ impl Livestate {
     /// Appends checked events (with their line numbers) in one record write, then hands the new
     /// ones, typed, to this process's derivers (`tail`), so they are not parsed again.
     fn append_checked(&self, events: Vec<(usize, Event)>) -> Result<Vec<(usize, Appended)>, EngineError> {
-        let news: Vec<NewEvent> = events.iter().map(|(_, ev)| to_new_event(ev)).collect();
-        let data: Vec<String> = news
-            .iter()
-            .map(|n| serde_json::to_string(&n.data).expect("serialising JSON into memory cannot fail"))
-            .collect();
+        // Each event's data is written as JSON once: the record stores the text, the archive
+        // row carries a copy.
+        let mut news = Vec::with_capacity(events.len());
+        let mut data = Vec::with_capacity(events.len());
+        for (_, ev) in &events {
+            let mut text = Vec::with_capacity(256);
+            ev.write_data_json(&mut text);
+            let json = String::from_utf8(text).expect("JSON text is UTF-8");
+            data.push(json.clone());
+            news.push(NewEvent::with_data_json(
+                ev.id.clone(),
+                ev.event_type.clone(),
+                ev.occurred_at_text(),
+                ev.causation.clone(),
+                json,
+            )?);
+        }
         let (out, recorded_at_ms) = self.record.append_timed(news)?;
         let lines = events.iter().map(|(line, _)| *line).zip(out.iter().copied()).collect();
         let fresh = events
@@ -444,17 +456,6 @@ impl Livestate {
     /// trail the tables by the second between status files.
     pub fn publish_status(&self, status: Status) {
         *self.live_status.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(status);
-    }
-}
-
-fn to_new_event(ev: &Event) -> NewEvent {
-    let env = ev.envelope();
-    NewEvent {
-        id: env.id,
-        event_type: env.event_type,
-        occurred_at: env.occurred_at,
-        causation: env.causation,
-        data: env.data,
     }
 }
 

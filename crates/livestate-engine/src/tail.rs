@@ -13,7 +13,7 @@
 //! taken from it is the same typed event the decode stage would make from the stored entry
 //! (`tests/parse_once.rs` checks that).
 
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
 
 use crate::decode::Decoded;
@@ -35,7 +35,18 @@ pub(crate) enum Taken {
 struct State {
     /// Every event this process appends at or above it is (or is about to be) here.
     from: u64,
-    events: BTreeMap<u64, Decoded>,
+    /// In offset order, each offset once. A queue, not a map: events arrive in offset order
+    /// but for concurrent appends, and leave from the front, so neither end shifts the others
+    /// (a B-tree node shifts its large entries on every removal from the front).
+    events: VecDeque<Decoded>,
+}
+
+impl State {
+    fn drop_below(&mut self, offset: u64) {
+        while self.events.front().is_some_and(|e| e.offset < offset) {
+            self.events.pop_front();
+        }
+    }
 }
 
 /// See the module docs.
@@ -48,7 +59,7 @@ impl Tail {
     /// A tail for a record whose next offset is `next`: the events before it are in the record
     /// only.
     pub fn new(next: u64) -> Tail {
-        Tail { state: Mutex::new(State { from: next, events: BTreeMap::new() }) }
+        Tail { state: Mutex::new(State { from: next, events: VecDeque::new() }) }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -62,13 +73,23 @@ impl Tail {
     pub fn push(&self, events: Vec<Decoded>) {
         let mut st = self.state();
         for e in events {
-            if e.offset >= st.from {
-                st.events.insert(e.offset, e);
+            if e.offset < st.from {
+                continue;
+            }
+            if st.events.back().is_none_or(|last| last.offset < e.offset) {
+                st.events.push_back(e);
+                continue;
+            }
+            // A concurrent append pushed after a later one: into its place.
+            let i = st.events.partition_point(|x| x.offset < e.offset);
+            match st.events.get_mut(i) {
+                Some(x) if x.offset == e.offset => *x = e,
+                _ => st.events.insert(i, e),
             }
         }
         while st.events.len() > CAPACITY {
-            let (dropped, _) = st.events.pop_first().expect("more than CAPACITY events");
-            st.from = st.from.max(dropped + 1);
+            let dropped = st.events.pop_front().expect("more than CAPACITY events");
+            st.from = st.from.max(dropped.offset + 1);
         }
     }
 
@@ -79,19 +100,16 @@ impl Tail {
             return Taken::Record { until: st.from };
         }
         // Whatever sits below the position was derived already (a barrier or another pass).
-        while st.events.first_key_value().is_some_and(|(o, _)| *o < position) {
-            st.events.pop_first();
-        }
-        let mut out = Vec::new();
+        st.drop_below(position);
+        let ready = usize::try_from(head.saturating_sub(position)).unwrap_or(usize::MAX);
+        let mut out = Vec::with_capacity(limit.min(ready).min(st.events.len()));
         let mut next = position;
         while next < head && out.len() < limit {
-            match st.events.first_key_value() {
-                Some((o, _)) if *o == next => {
-                    out.push(st.events.pop_first().expect("checked").1);
-                    next += 1;
-                }
-                _ => break,
+            if st.events.front().is_none_or(|e| e.offset != next) {
+                break;
             }
+            out.push(st.events.pop_front().expect("checked"));
+            next += 1;
         }
         // The derivers are past these now: a deriver opened later starts from its own commit,
         // below `from`, and reads the record.
@@ -107,9 +125,7 @@ impl Tail {
     pub fn skip_to(&self, to: u64) {
         let mut st = self.state();
         st.from = st.from.max(to);
-        while st.events.first_key_value().is_some_and(|(o, _)| *o < to) {
-            st.events.pop_first();
-        }
+        st.drop_below(to);
     }
 }
 
@@ -159,6 +175,13 @@ mod tests {
         assert_eq!(offsets(t.take(0, 5, 2)), vec![0, 1], "at most the limit");
         assert_eq!(offsets(t.take(2, 4, 100)), vec![2, 3], "never past the head");
         assert_eq!(offsets(t.take(4, 5, 100)), vec![4]);
+        // Three appends pushed last, first, middle; an offset pushed twice is held once.
+        t.push(vec![ev(9), ev(10)]);
+        t.push(vec![ev(5), ev(6)]);
+        t.push(vec![ev(7), ev(8)]);
+        t.push(vec![ev(8)]);
+        assert_eq!(offsets(t.take(5, 11, 100)), (5..11).collect::<Vec<_>>());
+        assert!(t.state().events.is_empty());
     }
 
     #[test]

@@ -28,13 +28,17 @@ pub fn event_input(spec: &CompanySpec, bytes: &[u8]) -> usize {
         let Some(event) = livestate_spec::fuzzing::event_line(spec, line) else { continue };
         accepted += 1;
         let env = event.envelope();
-        let new = NewEvent {
-            id: env.id,
-            event_type: env.event_type,
-            occurred_at: env.occurred_at,
-            causation: env.causation,
-            data: env.data,
-        };
+        // The data text the engine writes from the typed event is the map's, byte for byte.
+        let mut data_json = Vec::new();
+        event.write_data_json(&mut data_json);
+        let data_json = String::from_utf8(data_json).expect("JSON text is UTF-8");
+        assert_eq!(
+            data_json,
+            serde_json::to_string(&env.data).expect("serialising JSON into memory cannot fail"),
+            "{line:?}: the typed event's data text differs from its envelope's"
+        );
+        let new = NewEvent::with_data_json(env.id, env.event_type, env.occurred_at, env.causation, data_json)
+            .unwrap_or_else(|e| panic!("accepted {line:?}, but its data text is refused: {e}"));
         let offset = i as u64;
         let stored = RecordedEvent::decode(offset, &RecordedEvent::encode(&new, 1_772_438_400_000))
             .unwrap_or_else(|e| panic!("accepted {line:?}, but its stored entry does not decode: {e}"));
@@ -59,13 +63,7 @@ pub fn event_input(spec: &CompanySpec, bytes: &[u8]) -> usize {
 /// Decodes `bytes` as a stored entry; one that decodes must survive re-encoding.
 fn stored_entry(bytes: &[u8]) {
     let Ok(ev) = RecordedEvent::decode(3, bytes) else { return };
-    let new = NewEvent {
-        id: ev.id.clone(),
-        event_type: ev.event_type.clone(),
-        occurred_at: ev.occurred_at.clone(),
-        causation: ev.causation.clone(),
-        data: ev.data.clone(),
-    };
+    let new = NewEvent::new(ev.id.clone(), ev.event_type.clone(), ev.occurred_at.clone(), ev.causation.clone(), &ev.data);
     let again = RecordedEvent::decode(3, &RecordedEvent::encode(&new, ev.recorded_at_ms))
         .unwrap_or_else(|e| panic!("a decoded entry does not decode once re-encoded: {e}"));
     assert_eq!(again, ev, "a decoded entry changed when re-encoded");

@@ -10,13 +10,8 @@
 //! use livestate_record::{NewEvent, Record};
 //! let dir = tempfile::tempdir().unwrap();
 //! let record = Record::open(dir.path()).unwrap();
-//! let ev = NewEvent {
-//!     id: "e1".into(),
-//!     event_type: "inventory.stock_counted".into(),
-//!     occurred_at: "2026-01-01T00:00:00.000Z".into(),
-//!     causation: None,
-//!     data: serde_json::Map::new(),
-//! };
+//! let data = serde_json::Map::new();
+//! let ev = NewEvent::new("e1", "inventory.stock_counted", "2026-01-01T00:00:00.000Z", None, &data);
 //! let first = record.append(vec![ev.clone()]).unwrap();
 //! let again = record.append(vec![ev]).unwrap();
 //! assert_eq!(first[0].offset, again[0].offset);

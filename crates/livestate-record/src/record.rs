@@ -434,13 +434,7 @@ mod tests {
     fn ev(i: u64) -> NewEvent {
         let mut data = serde_json::Map::new();
         data.insert("qty".into(), serde_json::json!(i));
-        NewEvent {
-            id: format!("evt-{i:08}"),
-            event_type: "inventory.stock_counted".into(),
-            occurred_at: "2026-01-01T00:00:00.000Z".into(),
-            causation: None,
-            data,
-        }
+        NewEvent::new(format!("evt-{i:08}"), "inventory.stock_counted", "2026-01-01T00:00:00.000Z", None, &data)
     }
 
     #[test]

@@ -5,13 +5,7 @@ use livestate_record::{NewEvent, Record, RecordError};
 fn ev(id: &str, qty: i64) -> NewEvent {
     let mut data = serde_json::Map::new();
     data.insert("qty".into(), serde_json::json!(qty));
-    NewEvent {
-        id: id.into(),
-        event_type: "inventory.stock_counted".into(),
-        occurred_at: "2026-01-01T00:00:00.000Z".into(),
-        causation: None,
-        data,
-    }
+    NewEvent::new(id, "inventory.stock_counted", "2026-01-01T00:00:00.000Z", None, &data)
 }
 
 #[test]

@@ -9,13 +9,7 @@ fn ev(i: u64) -> NewEvent {
     let mut data = serde_json::Map::new();
     data.insert("qty".into(), serde_json::json!(i));
     data.insert("note".into(), serde_json::json!(format!("event number {i} with some text to fill blocks")));
-    NewEvent {
-        id: format!("e{i}"),
-        event_type: "inventory.stock_counted".into(),
-        occurred_at: "2026-01-01T00:00:00.000Z".into(),
-        causation: None,
-        data,
-    }
+    NewEvent::new(format!("e{i}"), "inventory.stock_counted", "2026-01-01T00:00:00.000Z", None, &data)
 }
 
 /// A record of `n` events, moved from the journal into table files.

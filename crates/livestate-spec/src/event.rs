@@ -187,7 +187,7 @@ impl Event {
         EventEnvelope {
             id: self.id.clone(),
             event_type: self.event_type.clone(),
-            occurred_at: format!("{}Z", format_timestamp(&self.occurred_at)),
+            occurred_at: self.occurred_at_text(),
             data: self
                 .data
                 .iter()
@@ -196,6 +196,29 @@ impl Event {
                 .collect(),
             causation: self.causation.clone(),
         }
+    }
+
+    /// `occurred_at` as the envelope carries it: RFC 3339, UTC, milliseconds.
+    pub fn occurred_at_text(&self) -> String {
+        format!("{}Z", format_timestamp(&self.occurred_at))
+    }
+
+    /// Appends the JSON text of [`Event::envelope`]'s `data` to `out`, byte for byte what
+    /// `serde_json` writes of that map (keys sorted, null fields left out), without building
+    /// the map: the record stores these bytes and the archive row carries them.
+    pub fn write_data_json(&self, out: &mut Vec<u8>) {
+        let mut fields: Vec<(&String, &Value)> = self.data.iter().filter(|(_, v)| !v.is_null()).collect();
+        fields.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        out.push(b'{');
+        for (i, (k, v)) in fields.into_iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            serde_json::to_writer(&mut *out, k).expect("writing JSON into memory cannot fail");
+            out.push(b':');
+            v.write_json(out);
+        }
+        out.push(b'}');
     }
 
     /// The module that emitted it (the type's prefix).
