@@ -519,6 +519,13 @@ async fn tables(dir: &Path, json: bool) -> anyhow::Result<()> {
 async fn advise(dir: &Path, json: bool) -> anyhow::Result<()> {
     let ctx = ReadCtx::open(dir).await?;
     let advice = livestate_spec::advice::advise(ctx.parts().0);
+    // What each budget cost in the last hour, as the deriving process measured it.
+    let measured: std::collections::HashMap<String, livestate_engine::spend::TableSpend> = {
+        let (spec, catalog, lag) = ctx.parts();
+        read::tables(catalog, spec, &lag, None).await
+    }
+    .map(|infos| infos.into_iter().filter_map(|i| Some((i.name, i.spend?))).collect())
+    .unwrap_or_default();
     ctx.close().await?;
     if json {
         let rows: Vec<serde_json::Value> = advice
@@ -531,6 +538,7 @@ async fn advise(dir: &Path, json: bool) -> anyhow::Result<()> {
                     "verdict": a.verdict(),
                     "commits_per_hour": a.commits_per_hour,
                     "recommended_commits_per_hour": a.recommended_commits_per_hour,
+                    "measured_last_hour": measured.get(&a.table).map(|m| m.last_hour),
                     "readers": a.readers.iter().map(|r| serde_json::json!({"kind": r.kind, "input": r.input, "need": r.need.to_string()})).collect::<Vec<_>>(),
                 })
             })
@@ -541,6 +549,9 @@ async fn advise(dir: &Path, json: bool) -> anyhow::Result<()> {
     println!("budget advice from the declared decision kinds (commits an hour at each budget's cadence; a change in the spec takes effect at the next start):");
     for a in &advice {
         println!("  {}", livestate_spec::advice::describe(a));
+        if let Some(m) = measured.get(&a.table) {
+            println!("    measured, last hour: {}", render::spend(&m.last_hour));
+        }
     }
     Ok(())
 }

@@ -75,6 +75,7 @@ pub fn tables(infos: &[TableInfo]) -> String {
         "sorted runs",
         "rows in files",
         "quarantined",
+        "last hour: commits, compactions, written, busy",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -113,10 +114,23 @@ pub fn tables(infos: &[TableInfo]) -> String {
                 per_bucket(&|b| b.sorted_runs),
                 t.total_rows_in_files.map_or("-".into(), |n| n.to_string()),
                 t.quarantined.to_string(),
+                t.spend.as_ref().map_or("-".into(), |sp| spend(&sp.last_hour)),
             ]
         })
         .collect();
     grid(&header, &cells)
+}
+
+/// What a table spent in some span: `12 commits, 1 compaction, 3.4 MiB, 0.8 s busy`.
+pub fn spend(s: &livestate_engine::spend::Spend) -> String {
+    let plural = |n: u64, one: &str| if n == 1 { format!("1 {one}") } else { format!("{n} {one}s") };
+    format!(
+        "{}, {}, {:.1} MiB, {:.1} s busy",
+        plural(s.commits, "commit"),
+        plural(s.compactions, "compaction"),
+        s.bytes_written as f64 / (1024.0 * 1024.0),
+        s.busy_ms as f64 / 1000.0
+    )
 }
 
 /// A proposal's audit (the JSON of `GET /v1/proposals/{id}/audit`) as text.

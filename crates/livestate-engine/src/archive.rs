@@ -62,7 +62,7 @@ impl Archive {
         let position = sink.position;
         let progress = Arc::new(Mutex::new(sink.progress()));
         let (tx, rx) = mpsc::channel(QUEUED_CHUNKS);
-        let upkeep = Upkeep::new(&Freshness::Within(COMMIT_INTERVAL * 2));
+        let upkeep = Upkeep::new(&Freshness::Within(COMMIT_INTERVAL * 2), sink.spend.clone());
         let commits = Arc::new(AtomicU64::new(0));
         let shared = Shared { progress: Arc::clone(&progress), commits: Arc::clone(&commits) };
         let task = tokio::spawn(run(sink, upkeep, rx, shared));

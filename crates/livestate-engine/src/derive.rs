@@ -153,7 +153,7 @@ impl Derivers {
                 TableSink::open(catalog, STATE_DB, &t.name, true, Some(tracking), locks, fence.clone())
                     .await?;
             sink.recover_index(t).await?;
-            let upkeep = Upkeep::new(&t.freshness);
+            let upkeep = Upkeep::new(&t.freshness, sink.spend.clone());
             tables.push(StateSink { freshness: t.freshness, sink, last_nightly_commit: None, upkeep });
         }
         let mut archive =
@@ -635,6 +635,7 @@ impl Derivers {
                     lag_ms,
                     quarantined: q.map_or(0, |q| q.count),
                     last_quarantined: q.and_then(|q| q.latest.clone()),
+                    spend: Some(s.spend),
                 },
             );
         }

@@ -139,6 +139,10 @@ pub struct TableProgress {
     /// The latest of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_quarantined: Option<crate::quarantine::Quarantined>,
+    /// What the table's commits and compactions cost this process (absent in files written
+    /// before it was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<crate::spend::TableSpend>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -23,6 +23,7 @@ pub mod read;
 mod rows;
 pub mod schema;
 mod sink;
+pub mod spend;
 mod tail;
 pub mod triggers;
 mod upkeep;

@@ -107,6 +107,9 @@ pub struct TableInfo {
     pub quarantined: u64,
     /// The latest of them.
     pub last_quarantined: Option<crate::quarantine::Quarantined>,
+    /// What the table's commits and compactions cost, as the writing process last reported
+    /// (`None` when no process has derived it since the status file gained the figures).
+    pub spend: Option<crate::spend::TableSpend>,
 }
 
 /// How lag is measured: against the record (when this process may open it) or from the status
@@ -752,6 +755,7 @@ pub async fn tables(
             health,
             quarantined: progress.map_or(0, |p| p.quarantined),
             last_quarantined: progress.and_then(|p| p.last_quarantined.clone()),
+            spend: progress.and_then(|p| p.spend),
         });
     }
     Ok(out)

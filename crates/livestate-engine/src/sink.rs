@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arrow_schema::Schema as ArrowSchema;
 use livestate_lsm::{CommitLock, Maintainer, SharedFence};
@@ -16,6 +16,7 @@ use crate::error::{diagnose, paimon_err, EngineError};
 use crate::index::IndexMeta;
 use crate::rows::{self, KindRow};
 use crate::schema::{latest_own_snapshot, COMMIT_USER};
+use crate::spend::{SpendMeter, TableSpend};
 use crate::window::{ClosedWindow, Tracking};
 use crate::Catalog;
 
@@ -107,6 +108,8 @@ pub(crate) struct SinkProgress {
     pub snapshot_identifier: u64,
     /// Events were applied that no finished commit reflects yet.
     pub pending: bool,
+    /// What its commits and compactions cost.
+    pub spend: TableSpend,
 }
 
 impl SinkProgress {
@@ -163,6 +166,8 @@ pub(crate) struct TableSink {
     pub maintainer: Maintainer,
     /// State tables: each key's row before and after what is applied but not committed.
     tracking: Option<Tracking>,
+    /// What the table's commits and compactions cost (its commit task and upkeep add to it).
+    pub spend: SpendMeter,
 }
 
 /// The Paimon side of a sink, which a running commit takes with it.
@@ -175,6 +180,7 @@ struct Writer {
     fence: Option<SharedFence>,
     /// Rows were handed to `write` since the last commit.
     dirty: bool,
+    spend: SpendMeter,
     /// The table's writer lock, for as long as this writer lives.
     _writing: tokio::sync::OwnedMutexGuard<()>,
 }
@@ -254,6 +260,7 @@ impl TableSink {
         let maintainer = Maintainer::new(table.clone(), full.clone(), commit_lock.clone())?
             .with_fence(fence.clone())
             .with_tag_cache();
+        let spend = SpendMeter::new(chrono::Utc::now().timestamp_millis());
         let writer = Writer {
             table: table.clone(),
             name: full.clone(),
@@ -262,6 +269,7 @@ impl TableSink {
             schema: Arc::clone(&schema),
             fence: fence.clone(),
             dirty: false,
+            spend: spend.clone(),
             _writing: writing,
         };
         Ok(TableSink {
@@ -280,6 +288,7 @@ impl TableSink {
             commit_lock,
             maintainer,
             tracking,
+            spend,
         })
     }
 
@@ -292,6 +301,7 @@ impl TableSink {
             snapshot_id: self.snapshot_id,
             snapshot_identifier: self.snapshot_identifier,
             pending: self.oldest_uncommitted_ms.is_some() || self.running.is_some(),
+            spend: self.spend.read(chrono::Utc::now().timestamp_millis()),
         }
     }
 
@@ -352,7 +362,9 @@ impl TableSink {
         }
         self.flush().await?;
         let w = self.writer.as_mut().expect("the archive commits in place");
-        let id = commit_writer(w, None, self.position, Some(&self.commit_lock)).await?.map(|s| s.id());
+        let id = commit_writer(w, None, self.position, Some(&self.commit_lock), Instant::now())
+            .await?
+            .map(|s| s.id());
         self.committed(self.position, id);
         self.oldest_uncommitted_ms = None;
         self.window_opened = None;
@@ -490,12 +502,13 @@ async fn commit_window(
     position: u64,
     lock: tokio::sync::OwnedMutexGuard<()>,
 ) -> Result<Option<i64>, EngineError> {
+    let started = Instant::now();
     let mut rows = window.rows().peekable();
     while rows.peek().is_some() {
         let chunk: Vec<KindRow> = rows.by_ref().take(WRITE_BATCH_ROWS).collect();
         w.dirty |= write_rows(&mut w.write, &w.table, &w.name, &w.schema, &chunk).await?;
     }
-    let snapshot = commit_writer(w, Some(window), position, None).await?;
+    let snapshot = commit_writer(w, Some(window), position, None, started).await?;
     let id = snapshot.as_ref().map(Snapshot::id);
     if let Some(s) = snapshot {
         let committed_at_ms = Some(i64::try_from(s.time_millis()).unwrap_or(0));
@@ -508,12 +521,14 @@ async fn commit_window(
 
 /// Commits what `w` was handed (with `window`'s changelog for a state table) with identifier
 /// `position`, under the table's commit lock (`lock`, or the caller holds it); the new
-/// snapshot, `None` when nothing was handed over.
+/// snapshot, `None` when nothing was handed over. The table's spend meter counts the commit,
+/// its files and the time since `started` (when its rows were first handed over).
 async fn commit_writer(
     w: &mut Writer,
     window: Option<&ClosedWindow>,
     position: u64,
     lock: Option<&CommitLock>,
+    started: Instant,
 ) -> Result<Option<Snapshot>, EngineError> {
     if !w.dirty {
         // Nothing changed (the window's operations left every row as it was): the last
@@ -525,6 +540,10 @@ async fn commit_writer(
         crate::changelog::attach(&w.table, &w.name, window, &mut messages).await?;
     }
     let identifier = i64::try_from(position).expect("record offsets fit i64");
+    let (files, bytes) = messages
+        .iter()
+        .flat_map(|m| m.new_files.iter().chain(&m.new_changelog_files))
+        .fold((0u64, 0u64), |(n, b), f| (n + 1, b + u64::try_from(f.file_size).unwrap_or(0)));
     let _guard = match lock {
         Some(l) => Some(l.lock().await),
         None => None,
@@ -541,6 +560,7 @@ async fn commit_writer(
     }
     w.commit.commit_with_identifier(messages, identifier).await.map_err(paimon_err(&w.name, "commit"))?;
     w.dirty = false;
+    w.spend.commit(chrono::Utc::now().timestamp_millis(), files, bytes, started.elapsed());
     // Under the lock, the latest snapshot is this commit's.
     w.table.snapshot_manager().get_latest_snapshot().await.map_err(paimon_err(&w.name, "read snapshot"))
 }

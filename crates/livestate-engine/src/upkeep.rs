@@ -16,6 +16,8 @@
 use std::time::{Duration, Instant};
 
 use livestate_lsm::{CompactMode, CompactReport, ExpireReport, LsmError, Maintainer};
+
+use crate::spend::SpendMeter;
 use livestate_spec::Freshness;
 use tokio::task::JoinHandle;
 
@@ -48,7 +50,8 @@ impl Cadence {
 pub(crate) struct Upkeep {
     cadence: Cadence,
     expire_every: Duration,
-    compacting: Option<JoinHandle<Result<CompactReport, LsmError>>>,
+    /// The running background compaction, with when it started.
+    compacting: Option<JoinHandle<(Result<CompactReport, LsmError>, Duration)>>,
     expiring: Option<JoinHandle<Result<ExpireReport, LsmError>>>,
     /// Data commits since the running background compaction started.
     commits_while_compacting: usize,
@@ -56,10 +59,12 @@ pub(crate) struct Upkeep {
     last_expire: Option<Instant>,
     /// The latest maintenance failure, for status reporting.
     pub last_error: Option<String>,
+    /// Counts each compaction that committed.
+    spend: SpendMeter,
 }
 
 impl Upkeep {
-    pub fn new(freshness: &Freshness) -> Upkeep {
+    pub fn new(freshness: &Freshness, spend: SpendMeter) -> Upkeep {
         Upkeep {
             cadence: Cadence::of(freshness),
             expire_every: freshness
@@ -71,6 +76,7 @@ impl Upkeep {
             commits_since_full: 0,
             last_expire: None,
             last_error: None,
+            spend,
         }
     }
 
@@ -84,6 +90,24 @@ impl Upkeep {
         self.last_error = Some(format!("{what}: {err}"));
     }
 
+    /// A compaction's outcome: counted when it committed, recorded when it failed.
+    fn compacted(
+        &mut self,
+        name: &str,
+        r: Result<(Result<CompactReport, LsmError>, Duration), tokio::task::JoinError>,
+    ) {
+        let r = r.map(|(r, took)| {
+            r.inspect(|report| {
+                if report.snapshot_id.is_some() {
+                    let bytes = u64::try_from(report.bytes_out).unwrap_or(0);
+                    let now = chrono::Utc::now().timestamp_millis();
+                    self.spend.compaction(now, report.files_out as u64, bytes, took);
+                }
+            })
+        });
+        self.record(name, "compaction", r);
+    }
+
     /// Collects finished background work; waits for a running compaction when the table's
     /// sorted runs may have reached `num-sorted-run.stop-trigger` (each data commit adds at
     /// most one run per bucket), so a write-heavy table cannot outrun its compaction.
@@ -92,7 +116,7 @@ impl Upkeep {
         let must_wait = opts.trigger + self.commits_while_compacting >= opts.stop_trigger;
         if let Some(h) = self.compacting.take_if(|h| must_wait || h.is_finished()) {
             let r = h.await;
-            self.record(m.name(), "compaction", r);
+            self.compacted(m.name(), r);
             self.commits_while_compacting = 0;
         }
         if let Some(h) = self.expiring.take_if(|h| h.is_finished()) {
@@ -124,11 +148,16 @@ impl Upkeep {
                 self.commits_while_compacting += 1;
             } else {
                 let m = m.clone();
-                self.compacting = Some(tokio::spawn(async move { m.compact(mode, |_, _| {}).await }));
+                self.compacting = Some(tokio::spawn(async move {
+                    let started = Instant::now();
+                    let r = m.compact(mode, |_, _| {}).await;
+                    (r, started.elapsed())
+                }));
             }
         } else {
+            let started = Instant::now();
             let r = m.compact(mode, |_, _| {}).await;
-            self.record(m.name(), "compaction", Ok(r));
+            self.compacted(m.name(), Ok((r, started.elapsed())));
         }
         if self.last_expire.is_none_or(|t| t.elapsed() >= self.expire_every) && self.expiring.is_none() {
             self.last_expire = Some(Instant::now());
@@ -148,7 +177,7 @@ impl Upkeep {
     pub async fn finish(&mut self, name: &str) {
         if let Some(h) = self.compacting.take() {
             let r = h.await;
-            self.record(name, "compaction", r);
+            self.compacted(name, r);
         }
         if let Some(h) = self.expiring.take() {
             let r = h.await;

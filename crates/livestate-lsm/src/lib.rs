@@ -84,6 +84,8 @@ pub struct CompactReport {
     pub files_out: usize,
     pub rows_in: i64,
     pub rows_out: i64,
+    /// Bytes of the files written.
+    pub bytes_out: i64,
 }
 
 /// Maintenance of one table. Cheap to clone; clones share the locks.
@@ -408,6 +410,7 @@ impl Maintainer {
                     report.files_out += c.added.len();
                     report.rows_in += c.deleted.iter().map(|f| f.row_count).sum::<i64>();
                     report.rows_out += c.added.iter().map(|f| f.row_count).sum::<i64>();
+                    report.bytes_out += c.added.iter().map(|f| f.file_size).sum::<i64>();
                 }
                 Ok(report)
             }

@@ -400,6 +400,35 @@ pub(crate) async fn metrics(State(s): State<Arc<Shared>>, caller: Caller) -> Res
         "counter",
         per_table(&|i| Some(i.quarantined as f64)),
     );
+    // What each table's freshness costs: counters since the writing process started measuring
+    // (`rate()` gives the spend per hour; `GET /v1/tables` gives the last hour directly).
+    let spent = |f: &dyn Fn(&livestate_engine::spend::Spend) -> f64| {
+        per_table(&|i| i.spend.as_ref().map(|sp| f(&sp.total)))
+    };
+    family(
+        "livestate_table_commits_total",
+        "Data commits the derivers made to the table since measuring started.",
+        "counter",
+        spent(&|sp| sp.commits as f64),
+    );
+    family(
+        "livestate_table_compactions_total",
+        "Compactions of the table that committed since measuring started.",
+        "counter",
+        spent(&|sp| sp.compactions as f64),
+    );
+    family(
+        "livestate_table_written_bytes_total",
+        "Bytes of data, changelog and compacted files its commits and compactions wrote.",
+        "counter",
+        spent(&|sp| sp.bytes_written as f64),
+    );
+    family(
+        "livestate_table_busy_seconds_total",
+        "Wall time of the table's commits and compactions (not CPU time).",
+        "counter",
+        spent(&|sp| sp.busy_ms as f64 / 1000.0),
+    );
     family(
         "livestate_record_next_offset",
         "The offset the next recorded event gets (events recorded so far).",

@@ -745,6 +745,17 @@ fn sparkline(samples: &[(i64, Option<u64>)], budget_ms: u64) -> String {
     )
 }
 
+/// `12 commits, 1 compaction, 3.4 MiB, 0.8 s busy`.
+fn spend_text(s: &livestate_engine::spend::Spend) -> String {
+    format!(
+        "{} commits, {} compactions, {:.1} MiB, {:.1} s busy",
+        s.commits,
+        s.compactions,
+        s.bytes_written as f64 / (1024.0 * 1024.0),
+        s.busy_ms as f64 / 1000.0
+    )
+}
+
 pub(crate) async fn tables(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     let (caller, csrf) = match person(&s, &headers) {
         Ok(p) => p,
@@ -780,7 +791,7 @@ pub(crate) async fn tables(State(s): State<Arc<Shared>>, headers: HeaderMap) -> 
         let files: usize = i.health.buckets.iter().map(|b| b.files).sum();
         let runs = i.health.buckets.iter().map(|b| b.sorted_runs).max().unwrap_or(0);
         rows.push_str(&format!(
-            r#"<tr{class}><td>{name}</td><td>{budget}</td><td>{lag}</td><td>{plot}</td><td>{snap}</td><td>{offset}</td><td>{files}</td><td>{runs}</td><td>{tags}</td><td>{quarantined}</td><td class="advice">{advised}</td></tr>"#,
+            r#"<tr{class}><td>{name}</td><td>{budget}</td><td>{lag}</td><td>{plot}</td><td>{snap}</td><td>{offset}</td><td>{files}</td><td>{runs}</td><td>{tags}</td><td>{quarantined}</td><td>{spend}</td><td class="advice">{advised}</td></tr>"#,
             advised = esc(&advised),
             class = if over { r#" class="over-budget""# } else { "" },
             name = esc(&i.name),
@@ -790,6 +801,7 @@ pub(crate) async fn tables(State(s): State<Arc<Shared>>, headers: HeaderMap) -> 
             snap = i.receipt.snapshot_id.map_or("-".into(), |v| v.to_string()),
             offset = i.receipt.offset.map_or("external".into(), |o| o.to_string()),
             tags = i.health.tags.len(),
+            spend = i.spend.as_ref().map_or("-".into(), |sp| esc(&spend_text(&sp.last_hour))),
             quarantined = match &i.last_quarantined {
                 Some(q) => format!(
                     r#"<span class="over-budget" title="latest: offset {} ({}): {}">{}</span>"#,
@@ -804,8 +816,8 @@ pub(crate) async fn tables(State(s): State<Arc<Shared>>, headers: HeaderMap) -> 
     }
     let body = format!(
         r#"<h1>State tables</h1>
-<p class="muted">Each table's freshness budget and measured lag (plot: the last hour; dashed line: the budget). Tables over budget are marked. Quarantined: row operations whose derivation failed and was set aside (the event stays in the record; hover for the latest). Decisions need: the loosest budget serving every declared decision that reads the table (<code>livestate tables --advise</code>).</p>
-<table><thead><tr><th scope="col">Table</th><th scope="col">Budget</th><th scope="col">Lag</th><th scope="col">Lag, last hour</th><th scope="col">Snapshot</th><th scope="col">Offset</th><th scope="col">Files</th><th scope="col">Max sorted runs</th><th scope="col">Tags</th><th scope="col">Quarantined</th><th scope="col">Decisions need</th></tr></thead>
+<p class="muted">Each table's freshness budget and measured lag (plot: the last hour; dashed line: the budget). Tables over budget are marked. Quarantined: row operations whose derivation failed and was set aside (the event stays in the record; hover for the latest). Spent: what the budget cost in the last hour, measured: data commits, compactions, bytes written and their wall time. Decisions need: the loosest budget serving every declared decision that reads the table (<code>livestate tables --advise</code>).</p>
+<table><thead><tr><th scope="col">Table</th><th scope="col">Budget</th><th scope="col">Lag</th><th scope="col">Lag, last hour</th><th scope="col">Snapshot</th><th scope="col">Offset</th><th scope="col">Files</th><th scope="col">Max sorted runs</th><th scope="col">Tags</th><th scope="col">Quarantined</th><th scope="col">Spent, last hour</th><th scope="col">Decisions need</th></tr></thead>
 <tbody>{rows}</tbody></table>"#
     );
     page("Tables", Some((&caller.0, &csrf)), &body)

@@ -1,0 +1,141 @@
+//! What a table's freshness costs, measured: the commits and compactions its budget causes, the
+//! files and bytes they write and how long they take, over the last hour and since the process
+//! started.
+//!
+//! Each state table's sink holds a [`SpendMeter`]; its commit task adds each commit (the data
+//! and changelog files it wrote, and the wall time from handing the window's rows to Paimon to
+//! the lookup index being moved), and its upkeep adds each compaction that committed (the files
+//! it wrote and its wall time). The time is wall time of that work, not CPU time: on a busy
+//! machine it includes waiting for a core. What the deriving thread spends merging a table's
+//! operations into its window is not in it (one event's mappings feed several tables at once).
+//! The derivers publish each table's [`TableSpend`] in their status (`GET /v1/tables`,
+//! `/metrics`, `livestate tables`).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// What one table spent in some span of time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spend {
+    /// Data commits (snapshots of kind APPEND) the derivers made.
+    pub commits: u64,
+    /// Compactions that committed (snapshots of kind COMPACT).
+    pub compactions: u64,
+    /// Data, changelog and compacted files written by those commits and compactions.
+    pub files_written: u64,
+    pub bytes_written: u64,
+    /// Wall time of those commits and compactions, in milliseconds.
+    pub busy_ms: u64,
+}
+
+impl Spend {
+    fn add(&mut self, o: &Spend) {
+        self.commits += o.commits;
+        self.compactions += o.compactions;
+        self.files_written += o.files_written;
+        self.bytes_written += o.bytes_written;
+        self.busy_ms += o.busy_ms;
+    }
+}
+
+/// A table's measured spend, as the derivers publish it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableSpend {
+    /// The last 60 minutes (or since the start, when the process is younger).
+    pub last_hour: Spend,
+    /// Since the process started measuring (`since_ms`).
+    pub total: Spend,
+    /// When measuring started, milliseconds since the epoch.
+    pub since_ms: i64,
+}
+
+/// Minutes kept for [`TableSpend::last_hour`].
+const MINUTES: i64 = 60;
+
+#[derive(Debug, Default)]
+struct Meter {
+    since_ms: i64,
+    total: Spend,
+    /// (minute since the epoch, what was spent in it), oldest first, at most [`MINUTES`].
+    minutes: VecDeque<(i64, Spend)>,
+}
+
+/// One table's meter; clones share it (the commit task and the upkeep add to the same one).
+#[derive(Debug, Clone)]
+pub(crate) struct SpendMeter(Arc<Mutex<Meter>>);
+
+impl SpendMeter {
+    pub fn new(now_ms: i64) -> SpendMeter {
+        SpendMeter(Arc::new(Mutex::new(Meter { since_ms: now_ms, ..Default::default() })))
+    }
+
+    fn add(&self, now_ms: i64, s: &Spend) {
+        let mut m = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        m.total.add(s);
+        let minute = now_ms.div_euclid(60_000);
+        match m.minutes.back_mut() {
+            Some((at, spent)) if *at == minute => spent.add(s),
+            _ => m.minutes.push_back((minute, *s)),
+        }
+        while m.minutes.front().is_some_and(|(at, _)| *at <= minute - MINUTES) {
+            m.minutes.pop_front();
+        }
+    }
+
+    /// A data commit that wrote `files` files of `bytes` bytes in `took`.
+    pub fn commit(&self, now_ms: i64, files: u64, bytes: u64, took: Duration) {
+        let busy_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+        self.add(now_ms, &Spend { commits: 1, files_written: files, bytes_written: bytes, busy_ms, ..Default::default() });
+    }
+
+    /// A compaction that committed, writing `files` files of `bytes` bytes in `took`.
+    pub fn compaction(&self, now_ms: i64, files: u64, bytes: u64, took: Duration) {
+        let busy_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+        self.add(now_ms, &Spend { compactions: 1, files_written: files, bytes_written: bytes, busy_ms, ..Default::default() });
+    }
+
+    /// What was spent in the hour before `now_ms`, and in total.
+    pub fn read(&self, now_ms: i64) -> TableSpend {
+        let m = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let minute = now_ms.div_euclid(60_000);
+        let mut last_hour = Spend::default();
+        for (_, s) in m.minutes.iter().filter(|(at, _)| *at > minute - MINUTES) {
+            last_hour.add(s);
+        }
+        TableSpend { last_hour, total: m.total, since_ms: m.since_ms }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: i64 = 60_000;
+
+    #[test]
+    fn the_last_hour_drops_what_was_spent_more_than_sixty_minutes_ago_and_the_total_keeps_it() {
+        let start = 1_000 * MIN;
+        let m = SpendMeter::new(start);
+        m.commit(start, 2, 1_000, Duration::from_millis(5));
+        m.commit(start + 10, 1, 500, Duration::from_millis(3));
+        m.compaction(start + 30 * MIN, 1, 1_200, Duration::from_millis(40));
+        let r = m.read(start + 30 * MIN);
+        assert_eq!(
+            r.last_hour,
+            Spend { commits: 2, compactions: 1, files_written: 4, bytes_written: 2_700, busy_ms: 48 }
+        );
+        assert_eq!((r.total, r.since_ms), (r.last_hour, start));
+        // An hour after the first two commits' minute, only the compaction is in the last hour.
+        let r = m.read(start + 60 * MIN);
+        assert_eq!(r.last_hour, Spend { compactions: 1, files_written: 1, bytes_written: 1_200, busy_ms: 40, ..Default::default() });
+        assert_eq!(r.total.commits, 2);
+        // Adding much later drops the old minutes from the meter itself (it stays bounded).
+        m.commit(start + 200 * MIN, 1, 1, Duration::ZERO);
+        assert_eq!(m.0.lock().unwrap().minutes.len(), 1);
+        assert_eq!(m.read(start + 200 * MIN).last_hour.commits, 1);
+        assert_eq!(m.read(start + 200 * MIN).total.commits, 3);
+    }
+}

@@ -1,0 +1,60 @@
+//! What a table's freshness costs, measured: each table's commits, compactions, bytes written
+//! and busy time in `GET /v1/tables` (last hour and total) and `/metrics` (counters).
+
+mod common;
+
+use common::{bolt_in_stock, eventually, start};
+use serde_json::Value;
+
+fn table<'a>(tables: &'a Value, name: &str) -> &'a Value {
+    tables.as_array().unwrap().iter().find(|t| t["name"] == name).unwrap()
+}
+
+/// The value of `family{table="name"}` in a Prometheus text answer.
+fn metric(text: &str, family: &str, name: &str) -> f64 {
+    let prefix = format!("{family}{{table=\"{name}\"}} ");
+    let line = text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("no {prefix}in {text}"));
+    line[prefix.len()..].parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_tables_commits_compactions_and_bytes_are_measured_in_tables_and_metrics() {
+    let server = start().await;
+    // Each consistent read commits stock at once: 30 data commits, which its background
+    // compaction (a seconds budget) merges along the way.
+    for on_hand in 1..=30 {
+        bolt_in_stock(&server, on_hand).await;
+    }
+    let admin = server.client("admin");
+    let stock = eventually("stock's spend to count 30 commits and a compaction", || async {
+        let tables = admin.tables().await.unwrap();
+        let stock = table(&tables, "stock").clone();
+        let total = &stock["spend"]["total"];
+        (total["commits"].as_u64()? >= 30 && total["compactions"].as_u64()? >= 1).then_some(stock)
+    })
+    .await;
+    let spend = &stock["spend"];
+    let total = &spend["total"];
+    // Every commit wrote a data file (and a changelog file): bytes and files are counted.
+    assert!(total["files_written"].as_u64().unwrap() >= 30, "{spend}");
+    assert!(total["bytes_written"].as_u64().unwrap() > 30 * 100, "{spend}");
+    assert!(total["busy_ms"].is_u64(), "{spend}");
+    // The process is younger than an hour: the last hour is everything.
+    assert_eq!(spend["last_hour"], spend["total"], "{spend}");
+    assert!(spend["since_ms"].as_i64().unwrap() > 1_700_000_000_000, "{spend}");
+    // A table nothing touched made no commit.
+    let work_queue = table(&admin.tables().await.unwrap(), "work_queue").clone();
+    assert_eq!(work_queue["spend"]["total"]["commits"], 0, "{work_queue}");
+
+    // /metrics: the same totals, as counters.
+    let tables = admin.tables().await.unwrap();
+    let text = admin.metrics().await.unwrap();
+    let total = &table(&tables, "stock")["spend"]["total"];
+    let commits = metric(&text, "livestate_table_commits_total", "stock");
+    assert!(commits >= 30.0 && commits <= total["commits"].as_f64().unwrap() + 5.0, "{commits}: {total}");
+    assert!(metric(&text, "livestate_table_compactions_total", "stock") >= 1.0);
+    assert!(metric(&text, "livestate_table_written_bytes_total", "stock") > 3000.0);
+    assert!(metric(&text, "livestate_table_busy_seconds_total", "stock") >= 0.0);
+    assert_eq!(metric(&text, "livestate_table_commits_total", "work_queue"), 0.0);
+    assert!(text.contains("# TYPE livestate_table_commits_total counter"), "{text}");
+}
