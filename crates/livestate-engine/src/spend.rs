@@ -88,13 +88,25 @@ impl SpendMeter {
     /// A data commit that wrote `files` files of `bytes` bytes in `took`.
     pub fn commit(&self, now_ms: i64, files: u64, bytes: u64, took: Duration) {
         let busy_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
-        self.add(now_ms, &Spend { commits: 1, files_written: files, bytes_written: bytes, busy_ms, ..Default::default() });
+        self.add(
+            now_ms,
+            &Spend { commits: 1, files_written: files, bytes_written: bytes, busy_ms, ..Default::default() },
+        );
     }
 
     /// A compaction that committed, writing `files` files of `bytes` bytes in `took`.
     pub fn compaction(&self, now_ms: i64, files: u64, bytes: u64, took: Duration) {
         let busy_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
-        self.add(now_ms, &Spend { compactions: 1, files_written: files, bytes_written: bytes, busy_ms, ..Default::default() });
+        self.add(
+            now_ms,
+            &Spend {
+                compactions: 1,
+                files_written: files,
+                bytes_written: bytes,
+                busy_ms,
+                ..Default::default()
+            },
+        );
     }
 
     /// What was spent in the hour before `now_ms`, and in total.
@@ -130,7 +142,16 @@ mod tests {
         assert_eq!((r.total, r.since_ms), (r.last_hour, start));
         // An hour after the first two commits' minute, only the compaction is in the last hour.
         let r = m.read(start + 60 * MIN);
-        assert_eq!(r.last_hour, Spend { compactions: 1, files_written: 1, bytes_written: 1_200, busy_ms: 40, ..Default::default() });
+        assert_eq!(
+            r.last_hour,
+            Spend {
+                compactions: 1,
+                files_written: 1,
+                bytes_written: 1_200,
+                busy_ms: 40,
+                ..Default::default()
+            }
+        );
         assert_eq!(r.total.commits, 2);
         // Adding much later drops the old minutes from the meter itself (it stays bounded).
         m.commit(start + 200 * MIN, 1, 1, Duration::ZERO);

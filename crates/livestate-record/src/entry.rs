@@ -190,7 +190,13 @@ mod tests {
             data: &'a serde_json::Map<String, serde_json::Value>,
         }
         for causation in [None, Some("cause-\u{e9}".to_string())] {
-            let ev = NewEvent::new("e\\1", "inventory.stock_counted", "2026-01-01T00:00:00.000Z", causation.clone(), &data());
+            let ev = NewEvent::new(
+                "e\\1",
+                "inventory.stock_counted",
+                "2026-01-01T00:00:00.000Z",
+                causation.clone(),
+                &data(),
+            );
             let mut want = vec![ENTRY_VERSION];
             serde_json::to_writer(
                 &mut want,
@@ -214,27 +220,52 @@ mod tests {
 
     #[test]
     fn data_text_that_is_not_one_json_object_is_refused_by_name() {
-        for (text, why) in [("[1]", "not a JSON object"), ("{\"a\":", "EOF"), ("{} {}", "trailing"), ("", "EOF")] {
-            let e = NewEvent::with_data_json("e1", "t.x", "2026-01-01T00:00:00.000Z", None, text.into()).unwrap_err();
+        for (text, why) in
+            [("[1]", "not a JSON object"), ("{\"a\":", "EOF"), ("{} {}", "trailing"), ("", "EOF")]
+        {
+            let e = NewEvent::with_data_json("e1", "t.x", "2026-01-01T00:00:00.000Z", None, text.into())
+                .unwrap_err();
             let msg = e.to_string();
             assert!(matches!(e, RecordError::BadData { ref id, .. } if id == "e1"), "{msg}");
             assert!(msg.contains(why), "{text:?}: {msg}");
         }
-        let ok = NewEvent::with_data_json("e1", "t.x", "2026-01-01T00:00:00.000Z", None, r#"{"a":1}"#.into()).unwrap();
+        let ok = NewEvent::with_data_json("e1", "t.x", "2026-01-01T00:00:00.000Z", None, r#"{"a":1}"#.into())
+            .unwrap();
         assert_eq!(ok.data_json(), r#"{"a":1}"#);
     }
 
     #[test]
     fn same_content_compares_data_as_values_not_text() {
-        let a = NewEvent::with_data_json("e1", "t.x", "2026-01-01T00:00:00.000Z", None, r#"{"b":2, "a":1}"#.into()).unwrap();
-        let stored = RecordedEvent::decode(0, &RecordedEvent::encode(&NewEvent::new("e1", "t.x", "2026-01-01T00:00:00.000Z", None, &{
-            let mut m = serde_json::Map::new();
-            m.insert("a".into(), serde_json::json!(1));
-            m.insert("b".into(), serde_json::json!(2));
-            m
-        }), 0)).unwrap();
+        let a = NewEvent::with_data_json(
+            "e1",
+            "t.x",
+            "2026-01-01T00:00:00.000Z",
+            None,
+            r#"{"b":2, "a":1}"#.into(),
+        )
+        .unwrap();
+        let stored = RecordedEvent::decode(
+            0,
+            &RecordedEvent::encode(
+                &NewEvent::new("e1", "t.x", "2026-01-01T00:00:00.000Z", None, &{
+                    let mut m = serde_json::Map::new();
+                    m.insert("a".into(), serde_json::json!(1));
+                    m.insert("b".into(), serde_json::json!(2));
+                    m
+                }),
+                0,
+            ),
+        )
+        .unwrap();
         assert!(a.same_content(&stored));
-        let c = NewEvent::with_data_json("e1", "t.x", "2026-01-01T00:00:00.000Z", None, r#"{"a":1,"b":3}"#.into()).unwrap();
+        let c = NewEvent::with_data_json(
+            "e1",
+            "t.x",
+            "2026-01-01T00:00:00.000Z",
+            None,
+            r#"{"a":1,"b":3}"#.into(),
+        )
+        .unwrap();
         assert!(!c.same_content(&stored));
     }
 }

@@ -63,7 +63,13 @@ pub fn event_input(spec: &CompanySpec, bytes: &[u8]) -> usize {
 /// Decodes `bytes` as a stored entry; one that decodes must survive re-encoding.
 fn stored_entry(bytes: &[u8]) {
     let Ok(ev) = RecordedEvent::decode(3, bytes) else { return };
-    let new = NewEvent::new(ev.id.clone(), ev.event_type.clone(), ev.occurred_at.clone(), ev.causation.clone(), &ev.data);
+    let new = NewEvent::new(
+        ev.id.clone(),
+        ev.event_type.clone(),
+        ev.occurred_at.clone(),
+        ev.causation.clone(),
+        &ev.data,
+    );
     let again = RecordedEvent::decode(3, &RecordedEvent::encode(&new, ev.recorded_at_ms))
         .unwrap_or_else(|e| panic!("a decoded entry does not decode once re-encoded: {e}"));
     assert_eq!(again, ev, "a decoded entry changed when re-encoded");

@@ -434,7 +434,13 @@ mod tests {
     fn ev(i: u64) -> NewEvent {
         let mut data = serde_json::Map::new();
         data.insert("qty".into(), serde_json::json!(i));
-        NewEvent::new(format!("evt-{i:08}"), "inventory.stock_counted", "2026-01-01T00:00:00.000Z", None, &data)
+        NewEvent::new(
+            format!("evt-{i:08}"),
+            "inventory.stock_counted",
+            "2026-01-01T00:00:00.000Z",
+            None,
+            &data,
+        )
     }
 
     #[test]

@@ -203,7 +203,10 @@ mod tests {
         let (_, body) = body_of(ApiError::conflict("key reused")).await;
         assert_eq!(body["code"], "conflict");
         let (_, body) = body_of(ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "disk full")).await;
-        assert_eq!((body["code"].as_str(), body["error"].as_str()), (Some("insufficient_storage"), Some("disk full")));
+        assert_eq!(
+            (body["code"].as_str(), body["error"].as_str()),
+            (Some("insufficient_storage"), Some("disk full"))
+        );
         assert!(body.get("incident").is_none());
     }
 }

@@ -111,9 +111,9 @@ impl Modify for ErrorAnswers {
                     )
                     .property(
                         "incident",
-                        ObjectBuilder::new()
-                            .schema_type(Type::Integer)
-                            .description(Some("On an internal error (500): the number the server's log holds its cause under")),
+                        ObjectBuilder::new().schema_type(Type::Integer).description(Some(
+                            "On an internal error (500): the number the server's log holds its cause under",
+                        )),
                     )
                     .required("error")
                     .required("code")

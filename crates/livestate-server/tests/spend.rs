@@ -13,7 +13,8 @@ fn table<'a>(tables: &'a Value, name: &str) -> &'a Value {
 /// The value of `family{table="name"}` in a Prometheus text answer.
 fn metric(text: &str, family: &str, name: &str) -> f64 {
     let prefix = format!("{family}{{table=\"{name}\"}} ");
-    let line = text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("no {prefix}in {text}"));
+    let line =
+        text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("no {prefix}in {text}"));
     line[prefix.len()..].parse().unwrap()
 }
 
