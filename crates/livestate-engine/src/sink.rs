@@ -421,7 +421,7 @@ impl TableSink {
         })?;
         self.writer = Some(writer);
         if let Some(t) = &mut self.tracking {
-            t.closed();
+            t.closed(outcome.is_ok());
         }
         let id = match outcome {
             Ok(id) => id,

@@ -76,6 +76,12 @@ pub(crate) struct Tracking {
     touched: HashMap<Vec<u8>, Touched>,
     /// The window closed for a commit that has not moved the lookup index yet.
     closing: Option<Arc<ClosedWindow>>,
+    /// The last window whose commit finished: each key it touched has its committed row there
+    /// (until a later window commits), so a key touched again is not read back from the lookup
+    /// index, which costs a store lookup and a decode. Dropped when the next window closes (that
+    /// one then answers for its keys), so a table never holds more windows than while a commit
+    /// runs: the open one and one closed.
+    previous: Option<Arc<ClosedWindow>>,
 }
 
 impl Tracking {
@@ -93,7 +99,7 @@ impl Tracking {
             triggers: TableTriggers { triggers, columns, key_idx: key_idx.clone() },
             key_idx,
         };
-        Ok(Tracking { rules: Arc::new(rules), touched: HashMap::new(), closing: None })
+        Ok(Tracking { rules: Arc::new(rules), touched: HashMap::new(), closing: None, previous: None })
     }
 
     pub fn rules(&self) -> &Arc<Rules> {
@@ -111,8 +117,12 @@ impl Tracking {
         let t = match self.touched.entry(key) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(e) => {
-                // The row at the last commit: the closing window's, while its commit runs.
-                let before = match self.closing.as_ref().and_then(|c| c.touched.get(e.key())) {
+                // The row at the last commit: the closing window's, while its commit runs, else
+                // the last committed window's, else the index's.
+                let committed = [&self.closing, &self.previous]
+                    .into_iter()
+                    .find_map(|w| w.as_ref().and_then(|c| c.touched.get(e.key())));
+                let before = match committed {
                     Some(closed) => closed.now.clone(),
                     None => r.index.get(&r.table, e.key())?,
                 };
@@ -154,13 +164,17 @@ impl Tracking {
         let touched: BTreeMap<Vec<u8>, Touched> = std::mem::take(&mut self.touched).into_iter().collect();
         let closed = Arc::new(ClosedWindow { rules: Arc::clone(&self.rules), touched });
         self.closing = Some(Arc::clone(&closed));
+        self.previous = None;
         closed
     }
 
-    /// The closed window's commit has moved the lookup index (or failed): rows at the last
-    /// commit come from the index again.
-    pub fn closed(&mut self) {
-        self.closing = None;
+    /// The closed window's commit has moved the lookup index (`committed`), or failed. A
+    /// committed window keeps answering for its keys' rows until the next window closes;
+    /// other rows come from the index.
+    pub fn closed(&mut self, committed: bool) {
+        let closing = self.closing.take();
+        // After a failed commit nothing is known to be committed but what the index holds.
+        self.previous = if committed { closing } else { None };
     }
 
     /// Replaces the open window with changes read back from committed changelogs (recovering
