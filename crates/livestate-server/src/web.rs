@@ -367,6 +367,23 @@ fn age(created_at: &str) -> String {
     }
 }
 
+/// A drafted action as a person reads it in a list: `item bolt, qty 65, supplier acme`
+/// (each field and its value, text unquoted; a nested value as compact JSON). The raw JSON
+/// is on the proposal's page, on request.
+fn action_words(action: &Value) -> String {
+    let plain = |v: &Value| match v {
+        Value::String(t) => t.clone(),
+        Value::Null => "none".to_string(),
+        other => other.to_string(),
+    };
+    match action {
+        Value::Object(fields) => {
+            fields.iter().map(|(k, v)| format!("{} {}", k.replace('_', " "), plain(v))).collect::<Vec<_>>().join(", ")
+        }
+        other => plain(other),
+    }
+}
+
 fn inbox_rows(s: &Shared) -> String {
     let pending = s.store.list(Some("pending"), 200).unwrap_or_default();
     if pending.is_empty() {
@@ -374,10 +391,9 @@ fn inbox_rows(s: &Shared) -> String {
     }
     let mut out = String::new();
     for p in pending {
-        let action =
-            document(s, &p).ok().and_then(|d| d.get("action").map(Value::to_string)).unwrap_or_default();
+        let action = document(s, &p).ok().and_then(|d| d.get("action").map(action_words)).unwrap_or_default();
         out.push_str(&format!(
-            r#"<tr data-proposal="{id}"><td><a href="/proposals/{id}">{summary}</a></td><td>{kind}</td><td>{agent}</td><td><code>{action}</code></td><td><span class="risk risk-{risk}">{risk}</span></td><td><time datetime="{created}">{age}</time></td></tr>"#,
+            r#"<tr data-proposal="{id}"><td><a href="/proposals/{id}">{summary}</a></td><td>{kind}</td><td>{agent}</td><td class="action-words">{action}</td><td><span class="risk risk-{risk}">{risk}</span></td><td><time datetime="{created}">{age}</time></td></tr>"#,
             id = esc(&p.id),
             summary = esc(&p.summary),
             kind = esc(&p.kind),

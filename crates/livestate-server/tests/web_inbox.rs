@@ -58,7 +58,10 @@ async fn a_person_signs_in_sees_a_proposal_arrive_opens_its_evidence_and_approve
     let created = agent.propose(&proposal(&snapshot, &row, "first")).await.unwrap();
     let id = created["id"].as_str().unwrap().to_string();
     let appeared = wait_for(c, &format!("tr[data-proposal='{id}']")).await;
-    assert!(appeared.text().await.unwrap().contains("Order bolts (first)"));
+    let listed = appeared.text().await.unwrap();
+    assert!(listed.contains("Order bolts (first)"), "{listed}");
+    // The drafted action in words, not as JSON (that is on the proposal's page, on request).
+    assert!(listed.contains("item bolt, qty 65, supplier acme") && !listed.contains('{'), "{listed}");
     let same_page = c.execute("return window.__not_reloaded;", vec![]).await.unwrap();
     assert_eq!(same_page, json!(42), "the row arrived by server-sent events, not a reload");
     let out = artifacts();
