@@ -48,6 +48,7 @@ mod error;
 pub mod functions;
 mod limits;
 mod memory;
+mod overflow;
 mod pool;
 pub mod shape;
 
@@ -347,6 +348,8 @@ fn session(
     let mut builder =
         SessionStateBuilder::new().with_config(config).with_runtime_env(runtime).with_default_features();
     functions::bound(&mut builder, limits);
+    // After type coercion: integer `+`, `-`, `*` fail on overflow instead of wrapping.
+    builder.analyzer_rules().get_or_insert_with(Vec::new).push(Arc::new(overflow::CheckedArithmetic::new()));
     let ctx = SessionContext::new_with_state(builder.build());
     for (name, provider) in tables {
         ctx.register_table(name.as_str(), provider).map_err(|e| SqlError::Plan(e.to_string()))?;

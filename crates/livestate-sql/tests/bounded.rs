@@ -208,6 +208,36 @@ async fn functions_that_build_values_from_an_argument_are_refused_above_the_valu
     assert_eq!(unnamed.columns, vec!["Utf8(\"a\") || Utf8(\"b\")".to_string()]);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn integer_overflow_over_rows_is_the_callers_data_error_not_a_wrapped_answer() {
+    let (_tmp, ls) = example().await;
+    let queries = Queries::new(Limits::default());
+    for sql in [
+        "SELECT v + 9223372036854775807 AS n FROM generate_series(1, 3) AS t(v)",
+        "SELECT -v - 9223372036854775807 AS n FROM generate_series(1, 3) AS t(v)",
+        "SELECT v * 4611686018427387904 AS n FROM generate_series(1, 3) AS t(v)",
+        "SELECT sum(v * 4611686018427387904) AS n FROM generate_series(1, 3) AS t(v)",
+        "SELECT count(*) AS n FROM stock WHERE on_hand + 9223372036854775807 > 0 OR true",
+    ] {
+        let e = run(&ls, &queries, sql).await.map(|a| a.rows);
+        if sql.contains("FROM stock") {
+            // stock is empty: nothing to overflow, and the rewritten filter still plans and runs.
+            assert_eq!(e.unwrap(), vec![json!({"n": 0})]);
+            continue;
+        }
+        let e = e.expect_err(sql);
+        assert!(matches!(e, SqlError::Data(_)), "{sql}: {e}");
+        assert!(e.is_input_error());
+        assert!(e.to_string().contains("Overflow happened on"), "{sql}: {e}");
+    }
+    let fits =
+        run(&ls, &queries, "SELECT v * 2 + 1 AS n, v - 10 FROM generate_series(1, 2) AS t(v)").await.unwrap();
+    assert_eq!(
+        fits.rows,
+        vec![json!({"n": 3, "t.v - Int64(10)": -9}), json!({"n": 5, "t.v - Int64(10)": -8})]
+    );
+}
+
 /// An aggregate that keeps every value it sees, and cannot spill.
 const HUNGRY: &str = "SELECT cardinality(array_agg(v)) AS n FROM generate_series(1, 100000000) AS t(v)";
 
