@@ -103,6 +103,29 @@ Re-sending an id returns its original offset and appends nothing.\n\nExample:\n 
         #[arg(long)]
         advise: bool,
     },
+    /// Derive tables again from the whole record, after fixing their mappings in the spec.
+    #[command(
+        after_help = "Fix the spec (a copy of DIR/spec/ with the mappings corrected), then name the tables the fix\n\
+changes. They are derived again from offset 0 in a scratch twin with the fixed spec, and each takes the\n\
+twin's rows in one OVERWRITE snapshot, followed by a changelog of every key the fix changed; their\n\
+quarantine entries become the twin's, and the fixed spec replaces DIR/spec/. Events, columns, keys,\n\
+merge engines and options stay as they are, and tables not named must not change. Earlier snapshots\n\
+and tags keep the old rows. The directory must not be in use; interrupted, run it again.\n\n\
+Example:\n  livestate rederive --dir ./acme --spec ./fixed-spec stock open_orders"
+    )]
+    Rederive {
+        #[arg(long, default_value = "./livestate-data", env = "LIVESTATE_DIR")]
+        dir: PathBuf,
+        /// Directory of the fixed spec's *.toml files [default: DIR/spec/ as it is]
+        #[arg(long)]
+        spec: Option<PathBuf>,
+        /// The state tables to derive again
+        #[arg(required = true)]
+        tables: Vec<String>,
+        /// Print the report as JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// Compact a table's LSM tree now (what universal compaction picks, or everything with --full).
     #[command(
         after_help = "Commits a COMPACT snapshot that replaces the merged files. `livestate derive` also compacts on its\n\

@@ -42,6 +42,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
             crate::demo::run(opts).await.map(|_| ())
         }
         Command::Compact { dir, table, full } => compact(&dir, &table, full).await,
+        Command::Rederive { dir, spec, tables, json } => rederive(&dir, spec.as_deref(), &tables, json).await,
         Command::Verify { dir, json } => verify(&dir, json).await,
         Command::Serve { dir, listen, principals, tag_retention, webhook } => {
             let listener = tokio::net::TcpListener::bind(&listen)
@@ -564,6 +565,42 @@ fn count_bar(what: &str) -> ProgressBar {
             .progress_chars("=> "),
     );
     pb
+}
+
+async fn rederive(dir: &Path, spec: Option<&Path>, tables: &[String], json: bool) -> anyhow::Result<()> {
+    let ls = Livestate::open(dir).await?;
+    let pb = progress_bar();
+    let report = ls
+        .rederive(spec, tables, &mut |p: Progress| {
+            pb.set_length(p.total);
+            pb.set_position(p.done);
+        })
+        .await?;
+    pb.finish_and_clear();
+    ls.release_lease().await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "derived {} event(s) again; the tables reflect record offsets < {}",
+        report.events, report.through
+    );
+    for t in &report.tables {
+        let snapshots = match (t.overwrite_snapshot, t.changelog_snapshot) {
+            (Some(o), Some(c)) => format!("OVERWRITE snapshot {o}, changelog snapshot {c}"),
+            (Some(o), None) => format!("OVERWRITE snapshot {o}"),
+            _ => "no row changed, no new snapshot".into(),
+        };
+        println!(
+            "state.{}: {} row(s), {} key(s) changed ({snapshots}); quarantined {} -> {}",
+            t.name, t.rows, t.changed_keys, t.quarantined_before, t.quarantined_after
+        );
+    }
+    if report.spec_replaced {
+        println!("the fixed spec replaced {}", ls.layout.spec_dir().display());
+    }
+    Ok(())
 }
 
 async fn compact(dir: &Path, table: &str, full: bool) -> anyhow::Result<()> {

@@ -69,8 +69,9 @@ pub struct Derivers {
     /// Indexed like `spec.tables`: the position in `tables` of each table's sink (`None` for a
     /// table another engine derives).
     sink_of: Vec<Option<usize>>,
-    /// The `record.events` archive, written on a task of its own.
-    archive: Archive,
+    /// The `record.events` archive, written on a task of its own (`None` in a twin that
+    /// re-derives tables, see `rederive`).
+    archive: Option<Archive>,
     /// Archive rows of the chunk being applied, handed to the archive at its end.
     archive_rows: Vec<ArchiveRow>,
     /// Answers lookup joins: each table's rows as of its last commit.
@@ -138,6 +139,7 @@ impl Derivers {
         tail: &Arc<Tail>,
         locks: &TableLocks,
         fence: Option<livestate_lsm::SharedFence>,
+        with_archive: bool,
     ) -> Result<Derivers, EngineError> {
         let mut tables = Vec::new();
         let mut sink_of = Vec::with_capacity(spec.tables.len());
@@ -156,8 +158,12 @@ impl Derivers {
             let upkeep = Upkeep::new(&t.freshness, sink.spend.clone());
             tables.push(StateSink { freshness: t.freshness, sink, last_nightly_commit: None, upkeep });
         }
-        let mut archive =
-            TableSink::open(catalog, RECORD_DB, ARCHIVE_TABLE, false, None, locks, fence).await?;
+        let mut archive = match with_archive {
+            true => {
+                Some(TableSink::open(catalog, RECORD_DB, ARCHIVE_TABLE, false, None, locks, fence).await?)
+            }
+            false => None,
+        };
         // This process holds the write lock and no writer has written yet, so every file no
         // snapshot or tag references is left over from a crash: remove it now.
         let now = chrono::Utc::now().timestamp_millis();
@@ -166,7 +172,7 @@ impl Derivers {
         let maintainers: Vec<(String, livestate_lsm::Maintainer)> = tables
             .iter()
             .map(|t| &t.sink)
-            .chain(std::iter::once(&archive))
+            .chain(archive.as_ref())
             .map(|s| (s.name.clone(), s.maintainer.clone()))
             .collect();
         for (name, maintainer) in maintainers {
@@ -178,7 +184,7 @@ impl Derivers {
         // The status file may say a table was checked past its last snapshot (events that did not
         // touch it). It is trusted only while that snapshot is still the table's latest.
         if let Some(status) = Status::load(layout) {
-            for s in tables.iter_mut().map(|t| &mut t.sink).chain(std::iter::once(&mut archive)) {
+            for s in tables.iter_mut().map(|t| &mut t.sink).chain(archive.as_mut()) {
                 if let Some(p) = status.tables.get(&s.name) {
                     if p.still_holds(s.snapshot_id, s.snapshot_identifier) && p.through > s.position {
                         s.position = p.through;
@@ -210,7 +216,7 @@ impl Derivers {
             tables,
             readers,
             sink_of,
-            archive: Archive::start(archive),
+            archive: archive.map(Archive::start),
             archive_rows: Vec::new(),
             index: Arc::clone(index),
             decoder: None,
@@ -221,7 +227,12 @@ impl Derivers {
 
     /// The lowest offset some sink still needs.
     pub fn position(&self) -> u64 {
-        self.tables.iter().map(|t| t.sink.position).chain([self.archive.position()]).min().unwrap_or(0)
+        self.tables
+            .iter()
+            .map(|t| t.sink.position)
+            .chain(self.archive.as_ref().map(Archive::position))
+            .min()
+            .unwrap_or(0)
     }
 
     /// Where a state table stands: the record offset its latest commit reflects (every event
@@ -261,7 +272,9 @@ impl Derivers {
         }
         let archived = std::mem::take(&mut self.archive_rows);
         let behind = record.next_offset().saturating_sub(end) > READ_CHUNK as u64;
-        self.archive.hand_over(archived, end, behind).await?;
+        if let Some(a) = &mut self.archive {
+            a.hand_over(archived, end, behind).await?;
+        }
         Ok((n, rows))
     }
 
@@ -305,7 +318,7 @@ impl Derivers {
     async fn apply(&mut self, spec: &CompanySpec, ev: Decoded) -> Result<u64, EngineError> {
         let Decoded { offset, recorded_at_ms, event, archive } = ev;
         let mut rows = 0;
-        if offset >= self.archive.position() {
+        if self.archive.as_ref().is_some_and(|a| offset >= a.position()) {
             self.archive_rows.push((recorded_at_ms, archive));
             rows += 1;
         }
@@ -491,8 +504,10 @@ impl Derivers {
             }
         }
         // The archive commits on its own task; a failure there stops derivation here.
-        self.archive.check().await?;
-        commits += self.archive.take_commits();
+        if let Some(a) = &mut self.archive {
+            a.check().await?;
+            commits += a.take_commits();
+        }
         Ok(DeriveReport { events, rows, commits, through: self.position() })
     }
 
@@ -527,7 +542,8 @@ impl Derivers {
                 EngineError::UnknownTable { name: t.clone(), known: spec.tables.keys().cloned().collect() }
             })?);
         }
-        let positions = self.tables.iter().map(|t| t.sink.position).chain([self.archive.position()]);
+        let positions =
+            self.tables.iter().map(|t| t.sink.position).chain(self.archive.as_ref().map(Archive::position));
         let through = positions.max().unwrap_or(0).max(target);
         while self.position() < through {
             let (n, _) = self.apply_chunk(record, spec, through, u64::MAX).await?;
@@ -583,8 +599,10 @@ impl Derivers {
             commits += t.commit(true).await?;
         }
         // Rows of the last chunk are already handed over; the commit runs after them.
-        self.archive.commit().await?;
-        commits += self.archive.take_commits();
+        if let Some(a) = &mut self.archive {
+            a.commit().await?;
+            commits += a.take_commits();
+        }
         Ok(commits)
     }
 
@@ -596,7 +614,9 @@ impl Derivers {
             }
             t.upkeep.finish(&t.sink.name).await;
         }
-        self.archive.finish().await;
+        if let Some(a) = &mut self.archive {
+            a.finish().await;
+        }
     }
 
     /// Writes the status file: each table's snapshot, checked-through offset and lag.
@@ -620,7 +640,8 @@ impl Derivers {
             record_next_offset: next,
             ..Default::default()
         };
-        let sinks = self.tables.iter().map(|t| t.sink.progress()).chain([self.archive.progress()]);
+        let sinks =
+            self.tables.iter().map(|t| t.sink.progress()).chain(self.archive.as_ref().map(Archive::progress));
         for s in sinks {
             // A table no event touched since its last commit is as fresh as the record's head.
             let through = s.checked_through();

@@ -279,6 +279,19 @@ impl Index {
         Ok(())
     }
 
+    /// Forgets which commit `table`'s index reflects, durably: until the next
+    /// [`Index::apply`] or [`Index::rebuild`], the derivers' recovery rebuilds it from a full
+    /// read of the table instead of trusting it (a re-derivation marks it so while it replaces
+    /// the table's contents).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn forget(&self, table: &str) -> Result<(), EngineError> {
+        self.table(table)?;
+        self.meta.remove(table.as_bytes()).map_err(store_err(table))?;
+        self.db.persist(PersistMode::SyncAll).map_err(store_err(table))
+    }
+
     /// Replaces `table`'s index with `rows` (as read from Paimon) reflecting `meta`.
     ///
     /// # Errors

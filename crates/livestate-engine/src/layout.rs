@@ -19,6 +19,7 @@ use crate::error::{io_err, EngineError};
 /// D/warehouse/       the Paimon warehouse: state.db/<table>, record.db/events
 /// D/warehouse.json   instead of D/warehouse/: an object-storage warehouse (`warehouse` module)
 /// D/status.json      progress and lag last reported by the writing process
+/// D/rederive.tmp/    while `livestate rederive` runs: the twin it derives tables in
 /// ```
 #[derive(Debug, Clone)]
 pub struct Layout {
@@ -34,7 +35,59 @@ impl Layout {
         } else {
             std::env::current_dir().map_err(io_err(dir))?.join(dir)
         };
-        Ok(Layout { dir })
+        let layout = Layout { dir };
+        layout.finish_spec_swap();
+        Ok(layout)
+    }
+
+    /// Completes a spec replacement a crash interrupted (see [`Layout::replace_spec`]): with
+    /// no `spec/`, the complete `spec.next/` becomes it; leftovers are removed.
+    fn finish_spec_swap(&self) {
+        let (next, prev) = (self.dir.join("spec.next"), self.dir.join("spec.prev"));
+        if !next.exists() && !prev.exists() {
+            return;
+        }
+        if !self.spec_dir().exists() && next.join(SPEC_COMPLETE).exists() {
+            let _ = std::fs::rename(&next, self.spec_dir());
+        }
+        let _ = std::fs::remove_dir_all(&next);
+        if self.spec_dir().exists() {
+            let _ = std::fs::remove_dir_all(&prev);
+        }
+    }
+
+    /// Replaces `D/spec/` with the `*.toml` files of `from`, as a whole: they are copied to
+    /// `D/spec.next/` and synced, then the directories are swapped by two renames; a crash
+    /// between them is completed by the next [`Layout::new`].
+    ///
+    /// # Errors
+    /// [`EngineError::Io`].
+    pub fn replace_spec(&self, from: &Path) -> Result<(), EngineError> {
+        let (next, prev) = (self.dir.join("spec.next"), self.dir.join("spec.prev"));
+        let _ = std::fs::remove_dir_all(&next);
+        std::fs::create_dir_all(&next).map_err(io_err(&next))?;
+        for entry in std::fs::read_dir(from).map_err(io_err(from))? {
+            let p = entry.map_err(io_err(from))?.path();
+            if p.extension().is_some_and(|x| x == "toml") && p.is_file() {
+                let to = next.join(p.file_name().expect("a file has a name"));
+                std::fs::copy(&p, &to).map_err(io_err(&p))?;
+                File::open(&to).and_then(|f| f.sync_all()).map_err(io_err(&to))?;
+            }
+        }
+        let marker = next.join(SPEC_COMPLETE);
+        File::create(&marker).and_then(|f| f.sync_all()).map_err(io_err(&marker))?;
+        File::open(&next).and_then(|f| f.sync_all()).map_err(io_err(&next))?;
+        let _ = std::fs::remove_dir_all(&prev);
+        std::fs::rename(self.spec_dir(), &prev).map_err(io_err(&prev))?;
+        std::fs::rename(&next, self.spec_dir()).map_err(io_err(&next))?;
+        std::fs::remove_file(self.spec_dir().join(SPEC_COMPLETE)).map_err(io_err(&marker))?;
+        File::open(&self.dir).and_then(|f| f.sync_all()).map_err(io_err(&self.dir))?;
+        std::fs::remove_dir_all(&prev).map_err(io_err(&prev))
+    }
+
+    /// The scratch directory `livestate rederive` derives its twin in.
+    pub fn rederive_dir(&self) -> PathBuf {
+        self.dir.join("rederive.tmp")
     }
     pub fn lock_file(&self) -> PathBuf {
         self.dir.join("livestate.lock")
@@ -70,6 +123,9 @@ impl Layout {
         self.spec_dir().is_dir() && (self.warehouse_dir().is_dir() || self.warehouse_config_file().is_file())
     }
 }
+
+/// Written last into `D/spec.next/`: the replacement spec is complete.
+const SPEC_COMPLETE: &str = ".complete";
 
 /// The exclusive write lock of a directory, released on drop (and by the OS if the process dies).
 #[derive(Debug)]

@@ -20,6 +20,7 @@ pub mod lease;
 pub mod local_io;
 pub mod quarantine;
 pub mod read;
+pub mod rederive;
 mod rows;
 pub mod schema;
 mod sink;
@@ -45,6 +46,7 @@ pub use error::{EngineError, LineError};
 pub use layout::{Layout, Status, TableProgress, WriteLock};
 pub use livestate_record::RecordError;
 pub use read::{At, LagSource, ReadRequest, Receipt, Rows, TableInfo};
+pub use rederive::{RederiveReport, RederivedTable};
 pub use warehouse::{S3Location, Warehouse};
 
 use crate::error::{io_err, paimon_err};
@@ -362,6 +364,7 @@ impl Livestate {
             &self.tail,
             &self.locks,
             self.fence(),
+            true,
         )
         .await
     }

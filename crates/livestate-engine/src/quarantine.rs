@@ -163,6 +163,42 @@ pub fn entries(layout: &Layout, table: Option<&str>, limit: usize) -> Result<Vec
     Ok(out.into())
 }
 
+/// Replaces `table`'s entries in a directory's quarantine file with `entries` (a
+/// re-derivation's), keeping every other table's; the file is rewritten whole and renamed into
+/// place, so a crash leaves either version. The directory's writer must not be running.
+///
+/// # Errors
+/// [`EngineError::Io`], also for a line that does not parse.
+pub fn replace<'e>(
+    layout: &Layout,
+    table: &str,
+    entries: impl IntoIterator<Item = &'e Quarantined>,
+) -> Result<(), EngineError> {
+    let path = layout.quarantine_file();
+    let mut kept = Vec::new();
+    let mut changed = false;
+    read_lines(&path, |entry, line| {
+        if entry.table == table {
+            changed = true;
+        } else {
+            kept.extend_from_slice(line);
+        }
+    })?;
+    for e in entries {
+        serde_json::to_writer(&mut kept, e).expect("an entry serialises");
+        kept.push(b'\n');
+        changed = true;
+    }
+    if !changed {
+        return Ok(());
+    }
+    let tmp = path.with_extension("jsonl.tmp");
+    let mut out = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
+    out.write_all(&kept).map_err(io_err(&tmp))?;
+    out.sync_data().map_err(io_err(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io_err(&path))
+}
+
 /// Calls `each` with every whole line of the quarantine file at `path`, parsed and as read
 /// (newline included), in file order. `None` when there is no file; `Some(false)` when its last
 /// line was cut (no newline: a crash before its sync), which is not passed on.

@@ -1,6 +1,7 @@
-//! COMPACT snapshots: a delta manifest that deletes the compacted files and adds their
-//! replacements, on top of a base manifest list that is merged into one manifest when it has
-//! grown past `manifest.merge-min-count`. Built only from the `paimon` crate's public spec API.
+//! COMPACT and OVERWRITE snapshots: a delta manifest that deletes the replaced files and adds
+//! their replacements, on top of a base manifest list that is merged into one manifest when it
+//! has grown past `manifest.merge-min-count`. Built only from the `paimon` crate's public spec
+//! API.
 
 use paimon::spec::{
     BinaryRow, CommitKind, DataFileMeta, DataType, FileKind, Manifest, ManifestEntry, ManifestFileMeta,
@@ -22,7 +23,7 @@ pub const COMPACT_USER: &str = "livestate-compact";
 /// Attempts before a commit that keeps losing the race for the next snapshot id gives up.
 const COMMIT_ATTEMPTS: usize = 10;
 
-/// What compaction changed in one bucket.
+/// What a compaction or an overwrite changed in one bucket.
 #[derive(Debug, Clone)]
 pub(crate) struct BucketChange {
     pub bucket: BucketFiles,
@@ -152,7 +153,9 @@ pub(crate) async fn commit_compact(
             return Ok(None);
         }
         let mut created = Vec::new();
-        match attempt(table, name, changes, &latest, previous, merge, &mut created).await {
+        let how =
+            How { kind: CommitKind::COMPACT, user: COMPACT_USER, identifier: latest.commit_identifier() };
+        match attempt(table, name, changes, &latest, previous, merge, &how, &mut created).await {
             Ok(Some(id)) => return Ok(Some(id)),
             Ok(None) => {}
             Err(e) => {
@@ -168,6 +171,77 @@ pub(crate) async fn commit_compact(
     })
 }
 
+/// Commits an OVERWRITE snapshot by `user` with `identifier`: every data file live in the
+/// latest snapshot is deleted and `added` (files already in the table's bucket directories) takes
+/// their place. Returns the new snapshot id. The table's earlier snapshots and tags keep their
+/// files (expiry removes them once nothing references them).
+///
+/// The caller holds the table's commit lock.
+pub(crate) async fn commit_overwrite(
+    table: &Table,
+    name: &str,
+    added: &[BucketFiles],
+    user: &str,
+    identifier: i64,
+    merge_min_count: usize,
+) -> Result<i64> {
+    let sm = table.snapshot_manager();
+    for _ in 0..COMMIT_ATTEMPTS {
+        let latest = sm.get_latest_snapshot().await.map_err(paimon_err(name, "read latest snapshot"))?;
+        let (previous, live) = match &latest {
+            Some(s) => (
+                data_manifests(table, name, s).await?,
+                live_files(table, name, &Version::Snapshot(s.id())).await?,
+            ),
+            None => (Vec::new(), Vec::new()),
+        };
+        let mut changes: Vec<BucketChange> = live
+            .into_iter()
+            .map(|b| BucketChange { deleted: b.files.clone(), added: Vec::new(), bucket: b })
+            .collect();
+        for b in added {
+            match changes
+                .iter_mut()
+                .find(|c| c.bucket.bucket == b.bucket && c.bucket.partition == b.partition)
+            {
+                Some(c) => c.added.extend(b.files.iter().cloned()),
+                None => changes.push(BucketChange {
+                    bucket: b.clone(),
+                    deleted: Vec::new(),
+                    added: b.files.clone(),
+                }),
+            }
+        }
+        let merge = previous.len() >= merge_min_count;
+        let how = How { kind: CommitKind::OVERWRITE, user, identifier };
+        let mut created = Vec::new();
+        let outcome = match &latest {
+            Some(s) => attempt(table, name, &changes, s, previous, merge, &how, &mut created).await,
+            None => first_snapshot(table, name, &changes, &how, &mut created).await,
+        };
+        match outcome {
+            Ok(Some(id)) => return Ok(id),
+            Ok(None) => {}
+            Err(e) => {
+                cleanup(table, &created).await;
+                return Err(e);
+            }
+        }
+        cleanup(table, &created).await;
+    }
+    Err(LsmError::Refused {
+        table: name.into(),
+        message: format!("gave up committing the overwrite after {COMMIT_ATTEMPTS} attempts lost the race for the next snapshot"),
+    })
+}
+
+/// The kind, user and identifier of a snapshot written here.
+struct How<'a> {
+    kind: CommitKind,
+    user: &'a str,
+    identifier: i64,
+}
+
 async fn cleanup(table: &Table, created: &[String]) {
     for p in created {
         let _ = table.file_io().delete_file(p).await;
@@ -181,6 +255,7 @@ async fn attempt(
     latest: &Snapshot,
     previous: Vec<ManifestFileMeta>,
     merge: bool,
+    how: &How<'_>,
     created: &mut Vec<String>,
 ) -> Result<Option<i64>> {
     let base = if merge {
@@ -210,24 +285,8 @@ async fn attempt(
     } else {
         previous
     };
-    let delta_entries: Vec<Entry<'_>> = changes
-        .iter()
-        .flat_map(|c| {
-            c.deleted
-                .iter()
-                .map(|f| entry(FileKind::Delete, &c.bucket, f))
-                .chain(c.added.iter().map(|f| entry(FileKind::Add, &c.bucket, f)))
-        })
-        .collect();
-    let delta = if delta_entries.is_empty() {
-        Vec::new()
-    } else {
-        vec![write_manifest(table, name, &delta_entries, created).await?]
-    };
+    let (delta_list, delta_rows) = write_delta(table, name, changes, created).await?;
     let base_list = write_list(table, name, &base, created).await?;
-    let delta_list = write_list(table, name, &delta, created).await?;
-    let rows = |files: &[DataFileMeta]| files.iter().map(|f| f.row_count).sum::<i64>();
-    let delta_rows: i64 = changes.iter().map(|c| rows(&c.added) - rows(&c.deleted)).sum();
     let snapshot = Snapshot::builder()
         .version(3)
         .uuid(Some(uuid::Uuid::new_v4().to_string()))
@@ -235,9 +294,9 @@ async fn attempt(
         .schema_id(latest.schema_id())
         .base_manifest_list(base_list)
         .delta_manifest_list(delta_list)
-        .commit_user(COMPACT_USER.to_string())
-        .commit_identifier(latest.commit_identifier())
-        .commit_kind(CommitKind::COMPACT)
+        .commit_user(how.user.to_string())
+        .commit_identifier(how.identifier)
+        .commit_kind(how.kind.clone())
         .time_millis(u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0))
         .total_record_count(latest.total_record_count().map(|t| t + delta_rows))
         .delta_record_count(Some(delta_rows))
@@ -252,4 +311,63 @@ async fn attempt(
         .await
         .map_err(paimon_err(name, "commit snapshot"))?;
     Ok(committed.then_some(snapshot.id()))
+}
+
+/// Snapshot 1 of a table that has none: an empty base and `changes` (adds only) as the delta.
+async fn first_snapshot(
+    table: &Table,
+    name: &str,
+    changes: &[BucketChange],
+    how: &How<'_>,
+    created: &mut Vec<String>,
+) -> Result<Option<i64>> {
+    let (delta_list, delta_rows) = write_delta(table, name, changes, created).await?;
+    let base_list = write_list(table, name, &[], created).await?;
+    let snapshot = Snapshot::builder()
+        .version(3)
+        .uuid(Some(uuid::Uuid::new_v4().to_string()))
+        .id(1)
+        .schema_id(table.schema().id())
+        .base_manifest_list(base_list)
+        .delta_manifest_list(delta_list)
+        .commit_user(how.user.to_string())
+        .commit_identifier(how.identifier)
+        .commit_kind(how.kind.clone())
+        .time_millis(u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0))
+        .total_record_count(Some(delta_rows))
+        .delta_record_count(Some(delta_rows))
+        .build();
+    let committed = table
+        .snapshot_manager()
+        .commit_snapshot(&snapshot)
+        .await
+        .map_err(paimon_err(name, "commit snapshot"))?;
+    Ok(committed.then_some(snapshot.id()))
+}
+
+/// Writes the delta manifest of `changes` (deletes, then adds, per bucket) and its list; the
+/// list's name and the rows it adds less the rows it deletes.
+async fn write_delta(
+    table: &Table,
+    name: &str,
+    changes: &[BucketChange],
+    created: &mut Vec<String>,
+) -> Result<(String, i64)> {
+    let delta_entries: Vec<Entry<'_>> = changes
+        .iter()
+        .flat_map(|c| {
+            c.deleted
+                .iter()
+                .map(|f| entry(FileKind::Delete, &c.bucket, f))
+                .chain(c.added.iter().map(|f| entry(FileKind::Add, &c.bucket, f)))
+        })
+        .collect();
+    let delta = if delta_entries.is_empty() {
+        Vec::new()
+    } else {
+        vec![write_manifest(table, name, &delta_entries, created).await?]
+    };
+    let delta_list = write_list(table, name, &delta, created).await?;
+    let rows = |files: &[DataFileMeta]| files.iter().map(|f| f.row_count).sum::<i64>();
+    Ok((delta_list, changes.iter().map(|c| rows(&c.added) - rows(&c.deleted)).sum()))
 }

@@ -53,7 +53,7 @@ pub use orphan::OrphanReport;
 pub use tags::READ_AT_ONCE as TAGS_READ_AT_ONCE;
 pub use verify::{check_version, verify_table, Problem, TableCheck};
 
-use crate::commit::{commit_compact, BucketChange};
+use crate::commit::{commit_compact, commit_overwrite, BucketChange};
 use crate::error::paimon_err;
 use crate::pick::{sorted_runs, Picker};
 use crate::rewrite::Rewrite;
@@ -87,6 +87,20 @@ pub struct CompactReport {
     /// Bytes of the files written.
     pub bytes_out: i64,
 }
+
+/// What an overwrite from another table did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct OverwriteReport {
+    /// The OVERWRITE snapshot committed.
+    pub snapshot_id: i64,
+    /// Data files copied from the source and now live.
+    pub files: usize,
+    pub rows: i64,
+    pub bytes: i64,
+}
+
+/// Bytes copied at a time between two tables' files.
+const COPY_CHUNK: u64 = 8 << 20;
 
 /// Maintenance of one table. Cheap to clone; clones share the locks.
 #[derive(Clone)]
@@ -419,6 +433,135 @@ impl Maintainer {
                 Err(e)
             }
         }
+    }
+
+    /// Replaces the table's contents with `source`'s latest snapshot: `source`'s live data
+    /// files are copied into this table's bucket directories and committed as one OVERWRITE
+    /// snapshot by `user` with `identifier`, which deletes every file live before. `source`
+    /// must have this table's schema and bucket count (a twin derived from the same spec; the
+    /// files keep their levels and sequence numbers, which are consistent among themselves).
+    /// Earlier snapshots and tags keep their own files.
+    ///
+    /// # Errors
+    /// [`LsmError::Refused`] for a source whose bucket count differs or whose files live
+    /// outside its bucket directories; copy and commit errors (the copied files are removed
+    /// again and the table is unchanged).
+    pub async fn overwrite_from(
+        &self,
+        source: &Table,
+        user: &str,
+        identifier: i64,
+    ) -> Result<OverwriteReport> {
+        let _compacting = self.compacting.lock().await;
+        let refused = |message: String| LsmError::Refused { table: self.name.clone(), message };
+        let buckets_of = |t: &Table| t.schema().options().get("bucket").cloned();
+        if buckets_of(source) != buckets_of(&self.table) {
+            return Err(refused(format!(
+                "the source has bucket = {:?}, this table {:?}",
+                buckets_of(source),
+                buckets_of(&self.table)
+            )));
+        }
+        let source_buckets = match source
+            .snapshot_manager()
+            .get_latest_snapshot_id()
+            .await
+            .map_err(paimon_err(&self.name, "read the source's latest snapshot"))?
+        {
+            Some(id) => live_files(source, &self.name, &Version::Snapshot(id)).await?,
+            None => Vec::new(),
+        };
+        let (from_root, to_root) =
+            (source.location().trim_end_matches('/'), self.table.location().trim_end_matches('/'));
+        let mut added: Vec<BucketFiles> = Vec::with_capacity(source_buckets.len());
+        let mut report = OverwriteReport::default();
+        let copied = async {
+            for b in source_buckets {
+                let relative = b.bucket_path.strip_prefix(from_root).ok_or_else(|| {
+                    refused(format!("the source's bucket {} lies outside its table directory", b.bucket_path))
+                })?;
+                let to = BucketFiles { bucket_path: format!("{to_root}{relative}"), ..b.clone() };
+                self.table
+                    .file_io()
+                    .mkdirs(&to.bucket_path)
+                    .await
+                    .map_err(paimon_err(&self.name, "create bucket"))?;
+                added.push(BucketFiles { files: Vec::new(), ..to.clone() });
+                for f in &b.files {
+                    if f.external_path.is_some() || !f.extra_files.is_empty() {
+                        return Err(refused(format!(
+                            "the source's file {} has external or extra files",
+                            f.file_name
+                        )));
+                    }
+                    self.copy_file(
+                        source,
+                        &f.data_file_path(&b.bucket_path),
+                        &f.data_file_path(&to.bucket_path),
+                    )
+                    .await?;
+                    added.last_mut().expect("pushed above").files.push(f.clone());
+                    report.files += 1;
+                    report.rows += f.row_count;
+                    report.bytes += f.file_size;
+                }
+            }
+            Ok::<(), LsmError>(())
+        }
+        .await;
+        let committed = match copied {
+            Err(e) => Err(e),
+            Ok(()) => {
+                let _commit = self.commit_lock.lock().await;
+                match self.fenced("overwrite commit").await {
+                    Ok(()) => {
+                        commit_overwrite(
+                            &self.table,
+                            &self.name,
+                            &added,
+                            user,
+                            identifier,
+                            self.compaction.manifest_merge_min_count,
+                        )
+                        .await
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        match committed {
+            Ok(id) => {
+                report.snapshot_id = id;
+                Ok(report)
+            }
+            Err(e) => {
+                for b in &added {
+                    for f in &b.files {
+                        let _ = self.table.file_io().delete_file(&f.data_file_path(&b.bucket_path)).await;
+                    }
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Copies one file from `source`'s storage to this table's, a chunk at a time.
+    async fn copy_file(&self, source: &Table, from: &str, to: &str) -> Result<()> {
+        use paimon::io::FileRead;
+        let input =
+            source.file_io().new_input(from).map_err(paimon_err(&self.name, "open the source file"))?;
+        let size = input.metadata().await.map_err(paimon_err(&self.name, "stat the source file"))?.size;
+        let reader = input.reader().await.map_err(paimon_err(&self.name, "read the source file"))?;
+        let output = self.table.file_io().new_output(to).map_err(paimon_err(&self.name, "create a file"))?;
+        let mut writer = output.writer().await.map_err(paimon_err(&self.name, "create a file"))?;
+        let mut at = 0;
+        while at < size {
+            let end = size.min(at + COPY_CHUNK);
+            let bytes = reader.read(at..end).await.map_err(paimon_err(&self.name, "read the source file"))?;
+            writer.write(bytes).await.map_err(paimon_err(&self.name, "write a file"))?;
+            at = end;
+        }
+        writer.close().await.map_err(paimon_err(&self.name, "write a file"))
     }
 
     /// Removes the output files of compactions that will not be committed.

@@ -377,9 +377,11 @@ fn action_words(action: &Value) -> String {
         other => other.to_string(),
     };
     match action {
-        Value::Object(fields) => {
-            fields.iter().map(|(k, v)| format!("{} {}", k.replace('_', " "), plain(v))).collect::<Vec<_>>().join(", ")
-        }
+        Value::Object(fields) => fields
+            .iter()
+            .map(|(k, v)| format!("{} {}", k.replace('_', " "), plain(v)))
+            .collect::<Vec<_>>()
+            .join(", "),
         other => plain(other),
     }
 }

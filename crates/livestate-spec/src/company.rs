@@ -60,7 +60,7 @@ pub struct Trigger {
     pub rearm: Option<Expr>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct EventType {
     pub name: String,
     /// The module that may emit it: the part of the name before the first dot.
@@ -75,7 +75,7 @@ pub struct FieldSpec {
     pub required: bool,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TableSpec {
     pub name: String,
     pub description: Option<String>,
@@ -154,7 +154,7 @@ pub enum Action {
 }
 
 /// One event type feeding one table.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Mapping {
     pub event: String,
     pub table: String,
@@ -169,7 +169,7 @@ pub struct Mapping {
 /// A lookup join: the row of `table` whose primary key is given by `key` (expressions over the
 /// event, in the table's key order). Expressions of the mapping name its columns `table.column`;
 /// they are null when there is no such row.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Lookup {
     pub table: String,
     pub key: Vec<Expr>,
