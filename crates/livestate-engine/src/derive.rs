@@ -130,17 +130,26 @@ impl StateSink {
     }
 }
 
+/// Where derivers write.
+pub(crate) struct Target<'a> {
+    pub catalog: &'a Catalog,
+    /// The directory whose quarantine and status file they keep.
+    pub layout: &'a Layout,
+    /// Checked before every commit (the warehouse lease), if any.
+    pub fence: Option<livestate_lsm::SharedFence>,
+    /// Whether they write the `record.events` archive (not in a re-derivation's twin).
+    pub archive: bool,
+}
+
 impl Derivers {
     pub(crate) async fn open(
-        catalog: &Catalog,
+        target: Target<'_>,
         spec: &CompanySpec,
-        layout: &Layout,
         index: &Arc<Index>,
         tail: &Arc<Tail>,
         locks: &TableLocks,
-        fence: Option<livestate_lsm::SharedFence>,
-        with_archive: bool,
     ) -> Result<Derivers, EngineError> {
+        let Target { catalog, layout, fence, archive: with_archive } = target;
         let mut tables = Vec::new();
         let mut sink_of = Vec::with_capacity(spec.tables.len());
         for t in spec.tables.values() {

@@ -356,17 +356,13 @@ impl Livestate {
     /// # Errors
     /// Paimon errors.
     pub async fn derivers(&self) -> Result<Derivers, EngineError> {
-        Derivers::open(
-            &self.catalog,
-            &self.spec,
-            &self.layout,
-            &self.index,
-            &self.tail,
-            &self.locks,
-            self.fence(),
-            true,
-        )
-        .await
+        let target = derive::Target {
+            catalog: &self.catalog,
+            layout: &self.layout,
+            fence: self.fence(),
+            archive: true,
+        };
+        Derivers::open(target, &self.spec, &self.index, &self.tail, &self.locks).await
     }
 
     /// Every table this directory writes: the state tables livestate derives in spec order

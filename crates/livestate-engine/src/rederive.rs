@@ -34,7 +34,7 @@ use paimon::CommitMessage;
 use serde::Serialize;
 
 use crate::catalog::Catalog;
-use crate::derive::{Derivers, Progress, CATCH_UP_COMMIT_EVENTS};
+use crate::derive::{Derivers, Progress, Target, CATCH_UP_COMMIT_EVENTS};
 use crate::error::{io_err, paimon_err, EngineError};
 use crate::index::{Index, IndexMeta};
 use crate::layout::Layout;
@@ -115,17 +115,9 @@ impl Livestate {
         let twin_index = Arc::new(Index::open(&twin.index_dir(), &twin_spec)?);
         let derived = {
             let tail = Arc::new(crate::tail::Tail::new(self.record.next_offset()));
-            let mut d = Derivers::open(
-                &twin_catalog,
-                &twin_spec,
-                &twin,
-                &twin_index,
-                &tail,
-                &crate::sink::TableLocks::default(),
-                None,
-                false,
-            )
-            .await?;
+            let target = Target { catalog: &twin_catalog, layout: &twin, fence: None, archive: false };
+            let locks = crate::sink::TableLocks::default();
+            let mut d = Derivers::open(target, &twin_spec, &twin_index, &tail, &locks).await?;
             let r = d.catch_up(&self.record, &twin_spec, CATCH_UP_COMMIT_EVENTS, progress).await;
             d.finish().await;
             r?

@@ -155,7 +155,8 @@ pub(crate) async fn commit_compact(
         let mut created = Vec::new();
         let how =
             How { kind: CommitKind::COMPACT, user: COMPACT_USER, identifier: latest.commit_identifier() };
-        match attempt(table, name, changes, &latest, previous, merge, &how, &mut created).await {
+        let base = if merge { Base::Merged } else { Base::Previous(previous) };
+        match attempt(table, name, changes, &latest, base, &how, &mut created).await {
             Ok(Some(id)) => return Ok(Some(id)),
             Ok(None) => {}
             Err(e) => {
@@ -212,11 +213,11 @@ pub(crate) async fn commit_overwrite(
                 }),
             }
         }
-        let merge = previous.len() >= merge_min_count;
+        let base = if previous.len() >= merge_min_count { Base::Merged } else { Base::Previous(previous) };
         let how = How { kind: CommitKind::OVERWRITE, user, identifier };
         let mut created = Vec::new();
         let outcome = match &latest {
-            Some(s) => attempt(table, name, &changes, s, previous, merge, &how, &mut created).await,
+            Some(s) => attempt(table, name, &changes, s, base, &how, &mut created).await,
             None => first_snapshot(table, name, &changes, &how, &mut created).await,
         };
         match outcome {
@@ -233,6 +234,14 @@ pub(crate) async fn commit_overwrite(
         table: name.into(),
         message: format!("gave up committing the overwrite after {COMMIT_ATTEMPTS} attempts lost the race for the next snapshot"),
     })
+}
+
+/// The base manifests of a new snapshot.
+enum Base {
+    /// The previous snapshot's base and delta manifests, as they are.
+    Previous(Vec<ManifestFileMeta>),
+    /// New manifests holding one `ADD` entry per file live in the previous snapshot.
+    Merged,
 }
 
 /// The kind, user and identifier of a snapshot written here.
@@ -253,12 +262,13 @@ async fn attempt(
     name: &str,
     changes: &[BucketChange],
     latest: &Snapshot,
-    previous: Vec<ManifestFileMeta>,
-    merge: bool,
+    base: Base,
     how: &How<'_>,
     created: &mut Vec<String>,
 ) -> Result<Option<i64>> {
-    let base = if merge {
+    let base = if let Base::Previous(previous) = base {
+        previous
+    } else {
         let live = live_files(table, name, &Version::Snapshot(latest.id())).await?;
         // Every compacted file must still be live, or another compaction got there first.
         for c in changes {
@@ -282,8 +292,6 @@ async fn attempt(
             metas.push(write_manifest(table, name, chunk, created).await?);
         }
         metas
-    } else {
-        previous
     };
     let (delta_list, delta_rows) = write_delta(table, name, changes, created).await?;
     let base_list = write_list(table, name, &base, created).await?;
