@@ -121,15 +121,16 @@ pub fn tables(infos: &[TableInfo]) -> String {
     grid(&header, &cells)
 }
 
-/// What a table spent in some span: `12 commits, 1 compaction, 3.4 MiB, 0.8 s busy`.
+/// What a table spent in some span: `12 commits, 1 compaction, 3.4 MiB, 0.8 s busy, 0.3 s CPU`.
 pub fn spend(s: &livestate_engine::spend::Spend) -> String {
     let plural = |n: u64, one: &str| if n == 1 { format!("1 {one}") } else { format!("{n} {one}s") };
     format!(
-        "{}, {}, {:.1} MiB, {:.1} s busy",
+        "{}, {}, {:.1} MiB, {:.1} s busy, {:.2} s CPU",
         plural(s.commits, "commit"),
         plural(s.compactions, "compaction"),
         s.bytes_written as f64 / (1024.0 * 1024.0),
-        s.busy_ms as f64 / 1000.0
+        s.busy_ms as f64 / 1000.0,
+        s.cpu_us as f64 / 1e6
     )
 }
 

@@ -390,12 +390,15 @@ impl TableSink {
         }
         let window = t.close();
         let mut w = self.writer.take().expect("no commit runs");
-        let (position, lock) = (self.position, Arc::clone(&self.commit_lock));
+        let (position, lock, spend) = (self.position, Arc::clone(&self.commit_lock), self.spend.clone());
         let task = tokio::spawn(async move {
             // The lock first: it is held from the window's rows to the index, so a deriver
             // opened on this table meanwhile waits for this commit.
             let guard = lock.lock_owned().await;
-            let r = commit_window(&mut w, &window, position, guard).await;
+            let (r, cpu) = crate::spend::cpu_timed(commit_window(&mut w, &window, position, guard)).await;
+            if matches!(r, Ok(Some(_))) {
+                spend.commit_cpu(chrono::Utc::now().timestamp_millis(), cpu);
+            }
             (w, r)
         });
         self.running = Some(Running { position, task });

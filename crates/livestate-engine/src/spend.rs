@@ -5,13 +5,17 @@
 //! Each state table's sink holds a [`SpendMeter`]; its commit task adds each commit (the data
 //! and changelog files it wrote, and the wall time from handing the window's rows to Paimon to
 //! the lookup index being moved), and its upkeep adds each compaction that committed (the files
-//! it wrote and its wall time). The time is wall time of that work, not CPU time: on a busy
-//! machine it includes waiting for a core. What the deriving thread spends merging a table's
-//! operations into its window is not in it (one event's mappings feed several tables at once).
+//! it wrote and its wall time). Beside the wall time, which on a busy machine includes waiting
+//! for a core, each commit and compaction counts its CPU time: the thread CPU time of every poll
+//! of its future ([`cpu_timed`]), on whichever worker thread ran it. Work a future hands to
+//! another thread (a blocking file call) is not in it. What the deriving thread spends merging a
+//! table's operations into its window is not in it either (one event's mappings feed several
+//! tables at once).
 //! The derivers publish each table's [`TableSpend`] in their status (`GET /v1/tables`,
 //! `/metrics`, `livestate tables`).
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -29,6 +33,10 @@ pub struct Spend {
     pub bytes_written: u64,
     /// Wall time of those commits and compactions, in milliseconds.
     pub busy_ms: u64,
+    /// CPU time of those commits and compactions, in microseconds (absent in a status file
+    /// written before it was measured: 0).
+    #[serde(default)]
+    pub cpu_us: u64,
 }
 
 impl Spend {
@@ -38,6 +46,7 @@ impl Spend {
         self.files_written += o.files_written;
         self.bytes_written += o.bytes_written;
         self.busy_ms += o.busy_ms;
+        self.cpu_us += o.cpu_us;
     }
 }
 
@@ -85,6 +94,11 @@ impl SpendMeter {
         }
     }
 
+    /// CPU time of a commit counted by [`SpendMeter::commit`] (known once its task ends).
+    pub fn commit_cpu(&self, now_ms: i64, cpu: Duration) {
+        self.add(now_ms, &Spend { cpu_us: micros(cpu), ..Default::default() });
+    }
+
     /// A data commit that wrote `files` files of `bytes` bytes in `took`.
     pub fn commit(&self, now_ms: i64, files: u64, bytes: u64, took: Duration) {
         let busy_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
@@ -94,8 +108,9 @@ impl SpendMeter {
         );
     }
 
-    /// A compaction that committed, writing `files` files of `bytes` bytes in `took`.
-    pub fn compaction(&self, now_ms: i64, files: u64, bytes: u64, took: Duration) {
+    /// A compaction that committed, writing `files` files of `bytes` bytes in `took` of wall
+    /// time and `cpu` of CPU time.
+    pub fn compaction(&self, now_ms: i64, files: u64, bytes: u64, took: Duration, cpu: Duration) {
         let busy_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
         self.add(
             now_ms,
@@ -104,6 +119,7 @@ impl SpendMeter {
                 files_written: files,
                 bytes_written: bytes,
                 busy_ms,
+                cpu_us: micros(cpu),
                 ..Default::default()
             },
         );
@@ -121,6 +137,40 @@ impl SpendMeter {
     }
 }
 
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Runs `f`, returning its output and the CPU time its polls took (see the module doc).
+pub(crate) async fn cpu_timed<F: Future>(f: F) -> (F::Output, Duration) {
+    let mut f = std::pin::pin!(f);
+    let mut cpu = Duration::ZERO;
+    let out = std::future::poll_fn(|cx| {
+        let before = thread_cpu();
+        let r = f.as_mut().poll(cx);
+        cpu += thread_cpu().saturating_sub(before);
+        r
+    })
+    .await;
+    (out, cpu)
+}
+
+/// The calling thread's CPU time so far (zero where the platform has no such clock).
+fn thread_cpu() -> Duration {
+    #[cfg(unix)]
+    {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `ts` is a valid timespec for the call to write; the clock id is a constant.
+        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0 {
+            return Duration::new(
+                u64::try_from(ts.tv_sec).unwrap_or(0),
+                u32::try_from(ts.tv_nsec).unwrap_or(0),
+            );
+        }
+    }
+    Duration::ZERO
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,11 +183,19 @@ mod tests {
         let m = SpendMeter::new(start);
         m.commit(start, 2, 1_000, Duration::from_millis(5));
         m.commit(start + 10, 1, 500, Duration::from_millis(3));
-        m.compaction(start + 30 * MIN, 1, 1_200, Duration::from_millis(40));
+        m.compaction(start + 30 * MIN, 1, 1_200, Duration::from_millis(40), Duration::from_millis(30));
+        m.commit_cpu(start + 10, Duration::from_micros(2_500));
         let r = m.read(start + 30 * MIN);
         assert_eq!(
             r.last_hour,
-            Spend { commits: 2, compactions: 1, files_written: 4, bytes_written: 2_700, busy_ms: 48 }
+            Spend {
+                commits: 2,
+                compactions: 1,
+                files_written: 4,
+                bytes_written: 2_700,
+                busy_ms: 48,
+                cpu_us: 32_500
+            }
         );
         assert_eq!((r.total, r.since_ms), (r.last_hour, start));
         // An hour after the first two commits' minute, only the compaction is in the last hour.
@@ -149,6 +207,7 @@ mod tests {
                 files_written: 1,
                 bytes_written: 1_200,
                 busy_ms: 40,
+                cpu_us: 30_000,
                 ..Default::default()
             }
         );
@@ -158,5 +217,25 @@ mod tests {
         assert_eq!(m.0.lock().unwrap().minutes.len(), 1);
         assert_eq!(m.read(start + 200 * MIN).last_hour.commits, 1);
         assert_eq!(m.read(start + 200 * MIN).total.commits, 3);
+    }
+
+    #[tokio::test]
+    async fn a_futures_cpu_time_counts_its_polls_and_not_its_waits() {
+        let busy = || {
+            let t = std::time::Instant::now();
+            let mut x = 0u64;
+            while t.elapsed() < Duration::from_millis(20) {
+                x = x.wrapping_add(std::hint::black_box(1));
+            }
+            x
+        };
+        let ((), cpu) = cpu_timed(async {
+            busy();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            busy();
+        })
+        .await;
+        assert!(cpu >= Duration::from_millis(30), "{cpu:?}: two 20 ms spins");
+        assert!(cpu < Duration::from_millis(90), "{cpu:?}: the 100 ms sleep is not CPU time");
     }
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use livestate_lsm::{CompactMode, CompactReport, ExpireReport, LsmError, Maintainer};
 
-use crate::spend::SpendMeter;
+use crate::spend::{cpu_timed, SpendMeter};
 use livestate_spec::Freshness;
 use tokio::task::JoinHandle;
 
@@ -47,11 +47,14 @@ impl Cadence {
     }
 }
 
+/// A compaction's outcome, its wall time and its CPU time.
+type Compacted = ((Result<CompactReport, LsmError>, Duration), Duration);
+
 pub(crate) struct Upkeep {
     cadence: Cadence,
     expire_every: Duration,
     /// The running background compaction, with when it started.
-    compacting: Option<JoinHandle<(Result<CompactReport, LsmError>, Duration)>>,
+    compacting: Option<JoinHandle<Compacted>>,
     expiring: Option<JoinHandle<Result<ExpireReport, LsmError>>>,
     /// Data commits since the running background compaction started.
     commits_while_compacting: usize,
@@ -91,17 +94,13 @@ impl Upkeep {
     }
 
     /// A compaction's outcome: counted when it committed, recorded when it failed.
-    fn compacted(
-        &mut self,
-        name: &str,
-        r: Result<(Result<CompactReport, LsmError>, Duration), tokio::task::JoinError>,
-    ) {
-        let r = r.map(|(r, took)| {
+    fn compacted(&mut self, name: &str, r: Result<Compacted, tokio::task::JoinError>) {
+        let r = r.map(|((r, took), cpu)| {
             r.inspect(|report| {
                 if report.snapshot_id.is_some() {
                     let bytes = u64::try_from(report.bytes_out).unwrap_or(0);
                     let now = chrono::Utc::now().timestamp_millis();
-                    self.spend.compaction(now, report.files_out as u64, bytes, took);
+                    self.spend.compaction(now, report.files_out as u64, bytes, took, cpu);
                 }
             })
         });
@@ -148,16 +147,20 @@ impl Upkeep {
                 self.commits_while_compacting += 1;
             } else {
                 let m = m.clone();
-                self.compacting = Some(tokio::spawn(async move {
+                self.compacting = Some(tokio::spawn(cpu_timed(async move {
                     let started = Instant::now();
                     let r = m.compact(mode, |_, _| {}).await;
                     (r, started.elapsed())
-                }));
+                })));
             }
         } else {
-            let started = Instant::now();
-            let r = m.compact(mode, |_, _| {}).await;
-            self.compacted(m.name(), Ok((r, started.elapsed())));
+            let r = cpu_timed(async {
+                let started = Instant::now();
+                let r = m.compact(mode, |_, _| {}).await;
+                (r, started.elapsed())
+            })
+            .await;
+            self.compacted(m.name(), Ok(r));
         }
         if self.last_expire.is_none_or(|t| t.elapsed() >= self.expire_every) && self.expiring.is_none() {
             self.last_expire = Some(Instant::now());

@@ -430,6 +430,12 @@ pub(crate) async fn metrics(State(s): State<Arc<Shared>>, caller: Caller) -> Res
         spent(&|sp| sp.busy_ms as f64 / 1000.0),
     );
     family(
+        "livestate_table_cpu_seconds_total",
+        "CPU time of the table's commits and compactions (thread CPU time of their polls).",
+        "counter",
+        spent(&|sp| sp.cpu_us as f64 / 1e6),
+    );
+    family(
         "livestate_record_next_offset",
         "The offset the next recorded event gets (events recorded so far).",
         "counter",

@@ -763,14 +763,15 @@ fn sparkline(samples: &[(i64, Option<u64>)], budget_ms: u64) -> String {
     )
 }
 
-/// `12 commits, 1 compaction, 3.4 MiB, 0.8 s busy`.
+/// `12 commits, 1 compaction, 3.4 MiB, 0.8 s busy, 0.31 s CPU`.
 fn spend_text(s: &livestate_engine::spend::Spend) -> String {
     format!(
-        "{} commits, {} compactions, {:.1} MiB, {:.1} s busy",
+        "{} commits, {} compactions, {:.1} MiB, {:.1} s busy, {:.2} s CPU",
         s.commits,
         s.compactions,
         s.bytes_written as f64 / (1024.0 * 1024.0),
-        s.busy_ms as f64 / 1000.0
+        s.busy_ms as f64 / 1000.0,
+        s.cpu_us as f64 / 1e6
     )
 }
 

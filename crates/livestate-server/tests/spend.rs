@@ -40,6 +40,11 @@ async fn each_tables_commits_compactions_and_bytes_are_measured_in_tables_and_me
     assert!(total["files_written"].as_u64().unwrap() >= 30, "{spend}");
     assert!(total["bytes_written"].as_u64().unwrap() > 30 * 100, "{spend}");
     assert!(total["busy_ms"].is_u64(), "{spend}");
+    // Encoding Parquet and writing manifests takes CPU: at least a microsecond per commit.
+    let cpu_us = total["cpu_us"].as_u64().unwrap();
+    assert!(cpu_us >= 30, "{spend}");
+    // and not more than the wall time (twice it, with each commit's rounding, as slack).
+    assert!(cpu_us <= (total["busy_ms"].as_u64().unwrap() + 100) * 2000, "{spend}");
     // The process is younger than an hour: the last hour is everything.
     assert_eq!(spend["last_hour"], spend["total"], "{spend}");
     assert!(spend["since_ms"].as_i64().unwrap() > 1_700_000_000_000, "{spend}");
@@ -56,6 +61,7 @@ async fn each_tables_commits_compactions_and_bytes_are_measured_in_tables_and_me
     assert!(metric(&text, "livestate_table_compactions_total", "stock") >= 1.0);
     assert!(metric(&text, "livestate_table_written_bytes_total", "stock") > 3000.0);
     assert!(metric(&text, "livestate_table_busy_seconds_total", "stock") >= 0.0);
+    assert!(metric(&text, "livestate_table_cpu_seconds_total", "stock") > 0.0);
     assert_eq!(metric(&text, "livestate_table_commits_total", "work_queue"), 0.0);
     assert!(text.contains("# TYPE livestate_table_commits_total counter"), "{text}");
 }
