@@ -87,6 +87,28 @@ pub fn load_spec(layout: &Layout) -> Result<CompanySpec, EngineError> {
     Ok(CompanySpec::load_dir(&layout.spec_dir())?)
 }
 
+/// Creates the state database and a Paimon table for every table of `spec` (those that exist
+/// are left as they are).
+///
+/// # Errors
+/// Paimon errors.
+pub(crate) async fn create_state_tables(catalog: &Catalog, spec: &CompanySpec) -> Result<(), EngineError> {
+    catalog
+        .paimon()
+        .create_database(STATE_DB, true, HashMap::new())
+        .await
+        .map_err(paimon_err(STATE_DB, "create database"))?;
+    for t in spec.tables.values() {
+        let schema = state_schema(t).map_err(paimon_err(&t.name, "schema"))?;
+        catalog
+            .paimon()
+            .create_table(&Identifier::new(STATE_DB, t.name.clone()), schema, true)
+            .await
+            .map_err(paimon_err(&t.name, "create table"))?;
+    }
+    Ok(())
+}
+
 /// One livestate directory opened for writing.
 pub struct Livestate {
     pub layout: Layout,
@@ -177,24 +199,12 @@ impl Livestate {
             }
         };
         let catalog = open_catalog(&layout)?;
-        catalog
-            .paimon()
-            .create_database(STATE_DB, true, HashMap::new())
-            .await
-            .map_err(paimon_err(STATE_DB, "create database"))?;
+        create_state_tables(&catalog, &spec).await?;
         catalog
             .paimon()
             .create_database(RECORD_DB, true, HashMap::new())
             .await
             .map_err(paimon_err(RECORD_DB, "create database"))?;
-        for t in spec.tables.values() {
-            let schema = state_schema(t).map_err(paimon_err(&t.name, "schema"))?;
-            catalog
-                .paimon()
-                .create_table(&Identifier::new(STATE_DB, t.name.clone()), schema, true)
-                .await
-                .map_err(paimon_err(&t.name, "create table"))?;
-        }
         let archive = archive_schema().map_err(paimon_err(ARCHIVE_TABLE, "schema"))?;
         catalog
             .paimon()

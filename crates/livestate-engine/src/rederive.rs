@@ -29,7 +29,6 @@ use std::sync::Arc;
 use livestate_spec::CompanySpec;
 use livestate_spec::Value;
 use paimon::catalog::Identifier;
-use paimon::Catalog as _;
 use paimon::CommitMessage;
 use serde::Serialize;
 
@@ -99,19 +98,7 @@ impl Livestate {
         let _ = std::fs::remove_dir_all(&twin.dir);
         std::fs::create_dir_all(twin.warehouse_dir()).map_err(io_err(&twin.dir))?;
         let twin_catalog = Catalog::open(&Warehouse::Local(twin.warehouse_dir()))?;
-        twin_catalog
-            .paimon()
-            .create_database(STATE_DB, true, HashMap::new())
-            .await
-            .map_err(paimon_err(STATE_DB, "create database"))?;
-        for t in twin_spec.tables.values() {
-            let schema = state_schema(t).map_err(paimon_err(&t.name, "schema"))?;
-            twin_catalog
-                .paimon()
-                .create_table(&Identifier::new(STATE_DB, t.name.clone()), schema, true)
-                .await
-                .map_err(paimon_err(&t.name, "create table"))?;
-        }
+        crate::create_state_tables(&twin_catalog, &twin_spec).await?;
         let twin_index = Arc::new(Index::open(&twin.index_dir(), &twin_spec)?);
         let derived = {
             let tail = Arc::new(crate::tail::Tail::new(self.record.next_offset()));

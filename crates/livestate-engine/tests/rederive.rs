@@ -221,3 +221,27 @@ async fn a_fixed_spec_that_changes_more_than_mappings_is_refused_and_nothing_cha
     assert_eq!(stock_commit(&ls).await, stock_before, "no snapshot was written");
     assert_eq!(entries(&ls.layout, None, 100).unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn a_table_that_never_committed_takes_its_first_snapshot_from_a_rederivation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let guarded = edited_spec(tmp.path(), "mappings.toml", RESERVATION, RESERVATION_FIXED);
+    let ls = Livestate::init(&tmp.path().join("d"), &guarded).await.unwrap();
+    let negative =
+        line(1, "commerce.reservation_changed", json!({"item": "bolt", "location": "north", "reserved": -3}));
+    ls.emit(&negative, false).unwrap();
+    derive(&ls).await;
+    assert_eq!(stock_commit(&ls).await, (1, None), "the guard left stock without a snapshot");
+
+    // The example spec, without the guard: stock's first snapshot is the OVERWRITE.
+    let report = ls.rederive(Some(&example_spec()), &["stock".to_string()], &mut |_| {}).await.unwrap();
+    let stock = &report.tables[0];
+    assert_eq!(
+        (stock.changed_keys, stock.overwrite_snapshot, stock.changelog_snapshot),
+        (1, Some(1), Some(2))
+    );
+    let rows = rows(&ls, "stock", &[]).await;
+    assert_eq!((rows.len(), &rows[0]["reserved"]), (1, &json!(-3)), "{rows:?}");
+    assert_eq!(stock_commit(&ls).await, (1, Some(2)));
+    assert_eq!(changelog_of(&ls, "stock", 2, "item").await, vec![("+I".into(), "bolt".into())]);
+}

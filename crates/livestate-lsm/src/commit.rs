@@ -156,7 +156,7 @@ pub(crate) async fn commit_compact(
         let how =
             How { kind: CommitKind::COMPACT, user: COMPACT_USER, identifier: latest.commit_identifier() };
         let base = if merge { Base::Merged } else { Base::Previous(previous) };
-        match attempt(table, name, changes, &latest, base, &how, &mut created).await {
+        match attempt(table, name, changes, Some(&latest), base, &how, &mut created).await {
             Ok(Some(id)) => return Ok(Some(id)),
             Ok(None) => {}
             Err(e) => {
@@ -216,11 +216,7 @@ pub(crate) async fn commit_overwrite(
         let base = if previous.len() >= merge_min_count { Base::Merged } else { Base::Previous(previous) };
         let how = How { kind: CommitKind::OVERWRITE, user, identifier };
         let mut created = Vec::new();
-        let outcome = match &latest {
-            Some(s) => attempt(table, name, &changes, s, base, &how, &mut created).await,
-            None => first_snapshot(table, name, &changes, &how, &mut created).await,
-        };
-        match outcome {
+        match attempt(table, name, &changes, latest.as_ref(), base, &how, &mut created).await {
             Ok(Some(id)) => return Ok(id),
             Ok(None) => {}
             Err(e) => {
@@ -261,7 +257,7 @@ async fn attempt(
     table: &Table,
     name: &str,
     changes: &[BucketChange],
-    latest: &Snapshot,
+    latest: Option<&Snapshot>,
     base: Base,
     how: &How<'_>,
     created: &mut Vec<String>,
@@ -269,7 +265,8 @@ async fn attempt(
     let base = if let Base::Previous(previous) = base {
         previous
     } else {
-        let live = live_files(table, name, &Version::Snapshot(latest.id())).await?;
+        let id = latest.map_or(0, Snapshot::id);
+        let live = live_files(table, name, &Version::Snapshot(id)).await?;
         // Every compacted file must still be live, or another compaction got there first.
         for c in changes {
             let here = live.iter().find(|b| b.bucket == c.bucket.bucket && b.partition == c.bucket.partition);
@@ -295,55 +292,26 @@ async fn attempt(
     };
     let (delta_list, delta_rows) = write_delta(table, name, changes, created).await?;
     let base_list = write_list(table, name, &base, created).await?;
+    // A table without a snapshot gets snapshot 1, with an empty base.
     let snapshot = Snapshot::builder()
         .version(3)
         .uuid(Some(uuid::Uuid::new_v4().to_string()))
-        .id(latest.id() + 1)
-        .schema_id(latest.schema_id())
+        .id(latest.map_or(1, |l| l.id() + 1))
+        .schema_id(latest.map_or(table.schema().id(), Snapshot::schema_id))
         .base_manifest_list(base_list)
         .delta_manifest_list(delta_list)
         .commit_user(how.user.to_string())
         .commit_identifier(how.identifier)
         .commit_kind(how.kind.clone())
         .time_millis(u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0))
-        .total_record_count(latest.total_record_count().map(|t| t + delta_rows))
+        .total_record_count(
+            latest.map_or(Some(delta_rows), |l| l.total_record_count().map(|t| t + delta_rows)),
+        )
         .delta_record_count(Some(delta_rows))
-        .watermark(latest.watermark())
-        .statistics(latest.statistics().map(str::to_string))
-        .next_row_id(latest.next_row_id())
-        .index_manifest(latest.index_manifest().map(str::to_string))
-        .build();
-    let committed = table
-        .snapshot_manager()
-        .commit_snapshot(&snapshot)
-        .await
-        .map_err(paimon_err(name, "commit snapshot"))?;
-    Ok(committed.then_some(snapshot.id()))
-}
-
-/// Snapshot 1 of a table that has none: an empty base and `changes` (adds only) as the delta.
-async fn first_snapshot(
-    table: &Table,
-    name: &str,
-    changes: &[BucketChange],
-    how: &How<'_>,
-    created: &mut Vec<String>,
-) -> Result<Option<i64>> {
-    let (delta_list, delta_rows) = write_delta(table, name, changes, created).await?;
-    let base_list = write_list(table, name, &[], created).await?;
-    let snapshot = Snapshot::builder()
-        .version(3)
-        .uuid(Some(uuid::Uuid::new_v4().to_string()))
-        .id(1)
-        .schema_id(table.schema().id())
-        .base_manifest_list(base_list)
-        .delta_manifest_list(delta_list)
-        .commit_user(how.user.to_string())
-        .commit_identifier(how.identifier)
-        .commit_kind(how.kind.clone())
-        .time_millis(u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0))
-        .total_record_count(Some(delta_rows))
-        .delta_record_count(Some(delta_rows))
+        .watermark(latest.and_then(Snapshot::watermark))
+        .statistics(latest.and_then(|l| l.statistics().map(str::to_string)))
+        .next_row_id(latest.and_then(Snapshot::next_row_id))
+        .index_manifest(latest.and_then(|l| l.index_manifest().map(str::to_string)))
         .build();
     let committed = table
         .snapshot_manager()
