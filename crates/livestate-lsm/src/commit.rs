@@ -152,19 +152,12 @@ pub(crate) async fn commit_compact(
         if changes.is_empty() && !merge {
             return Ok(None);
         }
-        let mut created = Vec::new();
         let how =
             How { kind: CommitKind::COMPACT, user: COMPACT_USER, identifier: latest.commit_identifier() };
         let base = if merge { Base::Merged } else { Base::Previous(previous) };
-        match attempt(table, name, changes, Some(&latest), base, &how, &mut created).await {
-            Ok(Some(id)) => return Ok(Some(id)),
-            Ok(None) => {}
-            Err(e) => {
-                cleanup(table, &created).await;
-                return Err(e);
-            }
+        if let Some(id) = attempt(table, name, changes, Some(&latest), base, &how).await? {
+            return Ok(Some(id));
         }
-        cleanup(table, &created).await;
     }
     Err(LsmError::Refused {
         table: name.into(),
@@ -215,16 +208,9 @@ pub(crate) async fn commit_overwrite(
         }
         let base = if previous.len() >= merge_min_count { Base::Merged } else { Base::Previous(previous) };
         let how = How { kind: CommitKind::OVERWRITE, user, identifier };
-        let mut created = Vec::new();
-        match attempt(table, name, &changes, latest.as_ref(), base, &how, &mut created).await {
-            Ok(Some(id)) => return Ok(id),
-            Ok(None) => {}
-            Err(e) => {
-                cleanup(table, &created).await;
-                return Err(e);
-            }
+        if let Some(id) = attempt(table, name, &changes, latest.as_ref(), base, &how).await? {
+            return Ok(id);
         }
-        cleanup(table, &created).await;
     }
     Err(LsmError::Refused {
         table: name.into(),
@@ -253,7 +239,25 @@ async fn cleanup(table: &Table, created: &[String]) {
     }
 }
 
+/// One attempt to publish the next snapshot: its id, or `None` when another commit took that id
+/// first. The manifests it wrote are removed unless it published.
 async fn attempt(
+    table: &Table,
+    name: &str,
+    changes: &[BucketChange],
+    latest: Option<&Snapshot>,
+    base: Base,
+    how: &How<'_>,
+) -> Result<Option<i64>> {
+    let mut created = Vec::new();
+    let r = write_snapshot(table, name, changes, latest, base, how, &mut created).await;
+    if !matches!(r, Ok(Some(_))) {
+        cleanup(table, &created).await;
+    }
+    r
+}
+
+async fn write_snapshot(
     table: &Table,
     name: &str,
     changes: &[BucketChange],
