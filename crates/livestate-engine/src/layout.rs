@@ -35,14 +35,19 @@ impl Layout {
         } else {
             std::env::current_dir().map_err(io_err(dir))?.join(dir)
         };
-        let layout = Layout { dir };
-        layout.finish_spec_swap();
-        Ok(layout)
+        Ok(Layout { dir })
+    }
+
+    /// Whether a spec replacement was cut between its two renames: no `spec/`, and a complete
+    /// `spec.next/` ready to become it ([`Layout::finish_spec_swap`]).
+    pub(crate) fn spec_swap_pending(&self) -> bool {
+        !self.spec_dir().exists() && self.dir.join("spec.next").join(SPEC_COMPLETE).exists()
     }
 
     /// Completes a spec replacement a crash interrupted (see [`Layout::replace_spec`]): with
-    /// no `spec/`, the complete `spec.next/` becomes it; leftovers are removed.
-    fn finish_spec_swap(&self) {
+    /// no `spec/`, the complete `spec.next/` becomes it; leftovers are removed. Only the holder
+    /// of the write lock calls it ([`crate::Livestate::open`]).
+    pub(crate) fn finish_spec_swap(&self) {
         let (next, prev) = (self.dir.join("spec.next"), self.dir.join("spec.prev"));
         if !next.exists() && !prev.exists() {
             return;
@@ -58,22 +63,15 @@ impl Layout {
 
     /// Replaces `D/spec/` with the `*.toml` files of `from`, as a whole: they are copied to
     /// `D/spec.next/` and synced, then the directories are swapped by two renames; a crash
-    /// between them is completed by the next [`Layout::new`].
+    /// between them is completed by the next [`crate::Livestate::open`]; until then the
+    /// directory reads as not initialised.
     ///
     /// # Errors
     /// [`EngineError::Io`].
     pub fn replace_spec(&self, from: &Path) -> Result<(), EngineError> {
         let (next, prev) = (self.dir.join("spec.next"), self.dir.join("spec.prev"));
         let _ = std::fs::remove_dir_all(&next);
-        std::fs::create_dir_all(&next).map_err(io_err(&next))?;
-        for entry in std::fs::read_dir(from).map_err(io_err(from))? {
-            let p = entry.map_err(io_err(from))?.path();
-            if p.extension().is_some_and(|x| x == "toml") && p.is_file() {
-                let to = next.join(p.file_name().expect("a file has a name"));
-                std::fs::copy(&p, &to).map_err(io_err(&p))?;
-                File::open(&to).and_then(|f| f.sync_all()).map_err(io_err(&to))?;
-            }
-        }
+        copy_spec_files(from, &next)?;
         let marker = next.join(SPEC_COMPLETE);
         File::create(&marker).and_then(|f| f.sync_all()).map_err(io_err(&marker))?;
         File::open(&next).and_then(|f| f.sync_all()).map_err(io_err(&next))?;
@@ -122,6 +120,23 @@ impl Layout {
     pub fn is_initialized(&self) -> bool {
         self.spec_dir().is_dir() && (self.warehouse_dir().is_dir() || self.warehouse_config_file().is_file())
     }
+}
+
+/// Copies the `*.toml` files of the spec directory `from` into `to` (created), each synced.
+///
+/// # Errors
+/// [`EngineError::Io`].
+pub(crate) fn copy_spec_files(from: &Path, to: &Path) -> Result<(), EngineError> {
+    std::fs::create_dir_all(to).map_err(io_err(to))?;
+    for entry in std::fs::read_dir(from).map_err(io_err(from))? {
+        let p = entry.map_err(io_err(from))?.path();
+        if p.extension().is_some_and(|x| x == "toml") && p.is_file() {
+            let copy = to.join(p.file_name().expect("a file has a name"));
+            std::fs::copy(&p, &copy).map_err(io_err(&p))?;
+            File::open(&copy).and_then(|f| f.sync_all()).map_err(io_err(&copy))?;
+        }
+    }
+    Ok(())
 }
 
 /// Written last into `D/spec.next/`: the replacement spec is complete.

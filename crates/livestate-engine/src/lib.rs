@@ -179,14 +179,7 @@ impl Livestate {
         };
         let staging = layout.dir.join("spec.tmp");
         let _ = std::fs::remove_dir_all(&staging);
-        std::fs::create_dir_all(&staging).map_err(io_err(&staging))?;
-        for entry in std::fs::read_dir(spec_dir).map_err(io_err(spec_dir))? {
-            let p = entry.map_err(io_err(spec_dir))?.path();
-            if p.extension().is_some_and(|x| x == "toml") {
-                let to = staging.join(p.file_name().expect("a file has a name"));
-                std::fs::copy(&p, &to).map_err(io_err(&p))?;
-            }
-        }
+        layout::copy_spec_files(spec_dir, &staging)?;
         let lease = match lease {
             None => {
                 let warehouse = layout.warehouse_dir();
@@ -223,10 +216,13 @@ impl Livestate {
     /// [`EngineError::NotInitialized`], [`EngineError::Locked`], record and Paimon errors.
     pub async fn open(dir: &Path) -> Result<Livestate, EngineError> {
         let layout = Layout::new(dir)?;
-        if !layout.is_initialized() {
+        if !layout.is_initialized() && !layout.spec_swap_pending() {
             return Err(EngineError::NotInitialized { dir: layout.dir });
         }
         let lock = WriteLock::acquire(&layout)?;
+        // Under the lock: a spec replacement a crash cut short is completed (or its leftovers
+        // removed) before the spec is read.
+        layout.finish_spec_swap();
         let spec = load_spec(&layout)?;
         let lease = match (layout.warehouse()?, layout.warehouse_config()?) {
             (Warehouse::S3(loc), Some(config)) => {

@@ -78,11 +78,7 @@ impl Quarantine {
         })?;
         // A last line cut by a crash before its sync: its table's commit never happened.
         if dropped || whole == Some(false) {
-            let tmp = path.with_extension("jsonl.tmp");
-            let mut out = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
-            out.write_all(&kept).map_err(io_err(&tmp))?;
-            out.sync_data().map_err(io_err(&tmp))?;
-            std::fs::rename(&tmp, &path).map_err(io_err(&path))?;
+            rewrite(&path, &kept)?;
         }
         Ok(q)
     }
@@ -189,14 +185,20 @@ pub fn replace<'e>(
         kept.push(b'\n');
         changed = true;
     }
-    if !changed {
-        return Ok(());
+    if changed {
+        rewrite(&path, &kept)?;
     }
+    Ok(())
+}
+
+/// Replaces the quarantine file at `path` with `lines` whole: written beside it, synced, then
+/// renamed over it, so a crash leaves either version.
+fn rewrite(path: &Path, lines: &[u8]) -> Result<(), EngineError> {
     let tmp = path.with_extension("jsonl.tmp");
     let mut out = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
-    out.write_all(&kept).map_err(io_err(&tmp))?;
+    out.write_all(lines).map_err(io_err(&tmp))?;
     out.sync_data().map_err(io_err(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(io_err(&path))
+    std::fs::rename(&tmp, path).map_err(io_err(path))
 }
 
 /// Calls `each` with every whole line of the quarantine file at `path`, parsed and as read

@@ -245,3 +245,32 @@ async fn a_table_that_never_committed_takes_its_first_snapshot_from_a_rederivati
     assert_eq!(stock_commit(&ls).await, (1, Some(2)));
     assert_eq!(changelog_of(&ls, "stock", 2, "item").await, vec![("+I".into(), "bolt".into())]);
 }
+
+#[tokio::test]
+async fn a_spec_replacement_cut_between_its_renames_is_completed_by_the_next_writer() {
+    let (tmp, ls) = fresh().await;
+    let fixed = edited_spec(tmp.path(), "mappings.toml", RESERVATION, RESERVATION_FIXED);
+    let layout = ls.layout.clone();
+    drop(ls);
+    // As a crash leaves it after `spec/` became `spec.prev/` and before `spec.next/` became `spec/`.
+    let next = layout.dir.join("spec.next");
+    std::fs::create_dir_all(&next).unwrap();
+    for e in std::fs::read_dir(&fixed).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::copy(&p, next.join(p.file_name().unwrap())).unwrap();
+    }
+    std::fs::write(next.join(".complete"), "").unwrap();
+    std::fs::rename(layout.spec_dir(), layout.dir.join("spec.prev")).unwrap();
+    assert!(!layout.is_initialized(), "readers see no spec meanwhile");
+
+    let ls = Livestate::open(&layout.dir).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(layout.spec_dir().join("mappings.toml")).unwrap(),
+        std::fs::read_to_string(fixed.join("mappings.toml")).unwrap()
+    );
+    assert!(!layout.dir.join("spec.next").exists() && !layout.dir.join("spec.prev").exists());
+    assert!(
+        ls.spec.mappings.iter().any(|m| m.table == "stock" && m.when.is_some()),
+        "the fixed spec is loaded"
+    );
+}
