@@ -37,10 +37,25 @@ pub const INDEX_CACHE_BYTES: u64 = 8 * 1024 * 1024;
 /// Block cache of the proposal store: proposals are few and small.
 pub const PROPOSALS_CACHE_BYTES: u64 = 4 * 1024 * 1024;
 
-/// A builder for the fjall database in `path` with a block cache of `cache_bytes` and the
-/// journal limit [`JOURNAL_BYTES`].
+/// Background threads of every livestate store: one, which flushes and compacts in turn.
+///
+/// fjall starts one per core by default (at most 4). With two or more, every flush sends one
+/// compaction request per worker, and worker 0, which is kept free for flushes, hands each one
+/// it receives straight back to the shared queue. While the other workers are busy compacting,
+/// worker 0 receives the same request again at once: it spins for the whole compaction. A
+/// profile of the ingest benchmark on 2 cores (docs/BENCHMARKS.md, "The hot path, fourth
+/// pass") charged 4.4 % of all samples to that loop alone (`worker_tick` and the channel's
+/// `send`). One worker never spins; a flush waits for a running compaction at most, and
+/// fjall's write stall bounds what piles up meanwhile.
+pub const WORKER_THREADS: usize = 1;
+
+/// A builder for the fjall database in `path` with a block cache of `cache_bytes`, the
+/// journal limit [`JOURNAL_BYTES`] and [`WORKER_THREADS`] background threads.
 pub fn database(path: &Path, cache_bytes: u64) -> DatabaseBuilder<Database> {
-    Database::builder(path).cache_size(cache_bytes).max_journaling_size(JOURNAL_BYTES)
+    Database::builder(path)
+        .cache_size(cache_bytes)
+        .max_journaling_size(JOURNAL_BYTES)
+        .worker_threads(WORKER_THREADS)
 }
 
 /// What one embedded store holds in memory now.

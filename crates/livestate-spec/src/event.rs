@@ -1,11 +1,13 @@
 //! Events: the JSON envelope modules send, checked against its declared type, and the row
 //! operations the mappings derive from it.
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, Utc};
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
-use crate::company::{Action, CompanySpec, Mapping};
+use crate::company::{Action, CompanySpec, EventType, Mapping};
 use crate::error::EventError;
 use crate::types::{format_timestamp, parse_timestamp, Value};
 
@@ -33,6 +35,22 @@ pub struct EventEnvelope {
     pub data: serde_json::Map<String, serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub causation: Option<String>,
+}
+
+/// An event line as [`Event::parse_line`] reads it: `data` is kept as its JSON text and typed
+/// once the event's type is known (`crate::event_data`), never built as a `serde_json` map.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LineEnvelope<'a> {
+    id: String,
+    #[serde(rename = "type")]
+    event_type: String,
+    #[serde(borrow)]
+    occurred_at: Cow<'a, str>,
+    #[serde(borrow)]
+    data: &'a serde_json::value::RawValue,
+    #[serde(default)]
+    causation: Option<String>,
 }
 
 /// An event checked against its type: every field typed, every mapping known to apply cleanly.
@@ -69,12 +87,16 @@ impl Event {
                 format!("{} bytes; an event line may be at most {} MiB", line.len(), MAX_LINE_BYTES >> 20),
             ));
         }
-        let env: EventEnvelope = serde_json::from_str(line).map_err(|e| {
+        let env: LineEnvelope<'_> = serde_json::from_str(line).map_err(|e| {
             let field =
                 e.to_string().split('`').nth(1).map(str::to_string).unwrap_or_else(|| "(line)".into());
             EventError::new(field, format!("not a valid event envelope: {e}"))
         })?;
-        Event::check(env, spec)
+        let (ty, occurred_at) =
+            Event::check_head(&env.id, &env.event_type, &env.occurred_at, env.causation.as_deref(), spec)?;
+        let data = crate::event_data::typed_text(env.data.get(), ty)?;
+        let event = Event { id: env.id, event_type: env.event_type, occurred_at, causation: env.causation, data };
+        event.check_typed(spec, Utc::now())
     }
 
     /// Checks an envelope against `spec`: its fields, that `occurred_at` is at most
@@ -91,7 +113,12 @@ impl Event {
     /// # Errors
     /// As [`Event::check`].
     pub fn check_at(env: EventEnvelope, spec: &CompanySpec, now: DateTime<Utc>) -> Result<Event, EventError> {
-        let event = Event::decode(env, spec)?;
+        Event::decode(env, spec)?.check_typed(spec, now)
+    }
+
+    /// The checks of [`Event::check_at`] that follow typing.
+    fn check_typed(self, spec: &CompanySpec, now: DateTime<Utc>) -> Result<Event, EventError> {
+        let event = self;
         if event.occurred_at > now + MAX_FUTURE_SKEW {
             return Err(EventError::new(
                 "occurred_at",
@@ -137,17 +164,31 @@ impl Event {
     /// # Errors
     /// An [`EventError`] naming the field and the reason.
     pub fn decode(env: EventEnvelope, spec: &CompanySpec) -> Result<Event, EventError> {
-        if env.id.is_empty() || env.id.len() > MAX_ID_LEN || env.id.chars().any(char::is_control) {
+        let (ty, occurred_at) =
+            Event::check_head(&env.id, &env.event_type, &env.occurred_at, env.causation.as_deref(), spec)?;
+        let data = crate::event_data::typed_map(env.data, ty)?;
+        Ok(Event { id: env.id, event_type: env.event_type, occurred_at, causation: env.causation, data })
+    }
+
+    /// Checks the envelope's fields other than `data`: the event's type and when it occurred.
+    fn check_head<'s>(
+        id: &str,
+        event_type: &str,
+        occurred_at: &str,
+        causation: Option<&str>,
+        spec: &'s CompanySpec,
+    ) -> Result<(&'s EventType, DateTime<Utc>), EventError> {
+        if id.is_empty() || id.len() > MAX_ID_LEN || id.chars().any(char::is_control) {
             return Err(EventError::new(
                 "id",
                 format!("must be 1 to {MAX_ID_LEN} bytes without control characters"),
             ));
         }
-        let Some(ty) = spec.events.get(&env.event_type) else {
-            return Err(EventError::new("type", format!("unknown event type `{}`", env.event_type)));
+        let Some(ty) = spec.events.get(event_type) else {
+            return Err(EventError::new("type", format!("unknown event type `{event_type}`")));
         };
-        let occurred_at = parse_timestamp(&env.occurred_at).map_err(|e| EventError::new("occurred_at", e))?;
-        if let Some(c) = &env.causation {
+        let occurred_at = parse_timestamp(occurred_at).map_err(|e| EventError::new("occurred_at", e))?;
+        if let Some(c) = causation {
             if c.is_empty() || c.len() > MAX_ID_LEN || c.chars().any(char::is_control) {
                 return Err(EventError::new(
                     "causation",
@@ -155,31 +196,7 @@ impl Event {
                 ));
             }
         }
-        for k in env.data.keys() {
-            if !ty.fields.contains_key(k) {
-                return Err(EventError::new(
-                    format!("data.{k}"),
-                    format!("`{}` has no field `{k}`", ty.name),
-                ));
-            }
-        }
-        let mut data = IndexMap::new();
-        for (name, f) in &ty.fields {
-            let v = match env.data.get(name) {
-                Some(j) => {
-                    Value::from_json(j, f.ty).map_err(|e| EventError::new(format!("data.{name}"), e))?
-                }
-                None => Value::Null,
-            };
-            if f.required && v.is_null() {
-                return Err(EventError::new(
-                    format!("data.{name}"),
-                    format!("required {} field is missing", f.ty),
-                ));
-            }
-            data.insert(name.clone(), v);
-        }
-        Ok(Event { id: env.id, event_type: env.event_type, occurred_at, causation: env.causation, data })
+        Ok((ty, occurred_at))
     }
 
     /// The canonical envelope of this event (what the record stores).
@@ -349,11 +366,21 @@ pub struct LineHead {
 impl LineHead {
     /// `None` when the line is not a JSON object with a string `type` (the event check then
     /// names what is wrong with it).
+    ///
+    /// Reads the two fields and skips the rest without building it (the server peeks at every
+    /// line it is sent before the line is parsed in full).
     pub fn peek(line: &str) -> Option<LineHead> {
-        let v: serde_json::Value = serde_json::from_str(line).ok()?;
+        #[derive(Deserialize)]
+        struct Head<'a> {
+            #[serde(rename = "type", borrow)]
+            event_type: Cow<'a, str>,
+            #[serde(default, borrow)]
+            id: Option<&'a serde_json::value::RawValue>,
+        }
+        let head: Head<'_> = serde_json::from_str(line).ok()?;
         Some(LineHead {
-            event_type: v.get("type")?.as_str()?.to_string(),
-            id: v.get("id").and_then(serde_json::Value::as_str).map(str::to_string),
+            event_type: head.event_type.into_owned(),
+            id: head.id.and_then(|raw| serde_json::from_str::<String>(raw.get()).ok()),
         })
     }
 
@@ -376,7 +403,9 @@ mod tests {
         );
         let h = LineHead::peek(r#"{"id":7,"type":"nodot"}"#).unwrap();
         assert_eq!((h.module(), h.id.as_deref()), ("nodot", None));
-        for line in ["[1]", "null", r#"{"type":1}"#, r#"{"id":"x"}"#, "{"] {
+        let h = LineHead::peek(r#"{"data":{"type":"x"},"type":"a.b\u0021","id":"i\"d"}"#).unwrap();
+        assert_eq!((h.event_type.as_str(), h.id.as_deref()), ("a.b!", Some("i\"d")), "escapes read");
+        for line in ["[1]", "null", r#"{"type":1}"#, r#"{"id":"x"}"#, "{", r#"{"type":"a"} x"#] {
             assert_eq!(LineHead::peek(line), None, "{line}");
         }
     }

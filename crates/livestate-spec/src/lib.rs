@@ -31,6 +31,7 @@ pub mod company;
 pub mod decision;
 mod error;
 pub mod event;
+mod event_data;
 pub mod expr;
 pub mod freshness;
 /// Entry points of the fuzz targets (`fuzz/`), replayed by `tests/fuzz_regressions.rs`.
