@@ -40,7 +40,13 @@ fn each_store_runs_one_background_worker_whatever_the_core_count() {
     // Still appends and reads back with one worker flushing.
     let mut data = serde_json::Map::new();
     data.insert("qty".into(), serde_json::json!(1));
-    let ev = livestate_record::NewEvent::new("e-1", "inventory.stock_counted", "2026-01-01T00:00:00.000Z", None, &data);
+    let ev = livestate_record::NewEvent::new(
+        "e-1",
+        "inventory.stock_counted",
+        "2026-01-01T00:00:00.000Z",
+        None,
+        &data,
+    );
     assert_eq!(record.append(vec![ev]).unwrap()[0].offset, 0);
     assert_eq!(record.read(0, 10).unwrap().len(), 1);
     drop(other);

@@ -95,7 +95,8 @@ impl Event {
         let (ty, occurred_at) =
             Event::check_head(&env.id, &env.event_type, &env.occurred_at, env.causation.as_deref(), spec)?;
         let data = crate::event_data::typed_text(env.data.get(), ty)?;
-        let event = Event { id: env.id, event_type: env.event_type, occurred_at, causation: env.causation, data };
+        let event =
+            Event { id: env.id, event_type: env.event_type, occurred_at, causation: env.causation, data };
         event.check_typed(spec, Utc::now())
     }
 

@@ -213,7 +213,10 @@ fn finish(read: Read<'_>, ty: &EventType) -> Result<IndexMap<String, Value>, Eve
             None => Value::Null,
         };
         if f.required && v.is_null() {
-            return Err(EventError::new(format!("data.{name}"), format!("required {} field is missing", f.ty)));
+            return Err(EventError::new(
+                format!("data.{name}"),
+                format!("required {} field is missing", f.ty),
+            ));
         }
         data.insert(name.clone(), v);
     }
@@ -269,13 +272,19 @@ mod tests {
         assert_eq!((&ok["qty"], &ok["at"]), (&Value::Int(-12), &Value::Null));
         assert_eq!(both(r#"{"item": "a", "qty": -0}"#).unwrap()["qty"], Value::Int(0));
         assert_eq!(both(r#"{"item": "a", "qty": 1, "qty": 2}"#).unwrap()["qty"], Value::Int(2));
-        assert_eq!(both(r#"{"item": "a", "qty": -9223372036854775808}"#).unwrap()["qty"], Value::Int(i64::MIN));
+        assert_eq!(
+            both(r#"{"item": "a", "qty": -9223372036854775808}"#).unwrap()["qty"],
+            Value::Int(i64::MIN)
+        );
     }
 
     #[test]
     fn text_and_a_parsed_map_refuse_the_same_inputs_with_the_same_message() {
         for (text, message) in [
-            (r#"{"item": "a", "zeta": 1, "beta": [1]}"#, "data.beta: `inventory.counted` has no field `beta`"),
+            (
+                r#"{"item": "a", "zeta": 1, "beta": [1]}"#,
+                "data.beta: `inventory.counted` has no field `beta`",
+            ),
             (r#"{"qty": 1}"#, "data.item: required string field is missing"),
             (r#"{"item": null}"#, "data.item: required string field is missing"),
             (r#"{"item": 5}"#, "data.item: expected a string, found a number"),
