@@ -348,15 +348,6 @@ impl Livestate {
         Ok(lines)
     }
 
-    /// Appends already-checked events (used by generators and, later, the server).
-    ///
-    /// # Errors
-    /// Record errors.
-    pub fn append_events(&self, events: &[Event]) -> Result<Vec<Appended>, EngineError> {
-        let numbered = events.iter().cloned().enumerate().collect();
-        Ok(self.append_checked(numbered)?.into_iter().map(|(_, a)| a).collect())
-    }
-
     /// Opens the derivers of every table, each positioned after its last commit.
     ///
     /// # Errors

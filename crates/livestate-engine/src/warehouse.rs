@@ -219,20 +219,6 @@ impl Warehouse {
         }
         opts
     }
-
-    /// Refuses an operation that needs the warehouse as a local directory.
-    ///
-    /// # Errors
-    /// [`EngineError::BadWarehouse`] for an object-storage warehouse.
-    pub fn require_local(&self, what: &str) -> Result<&std::path::Path, EngineError> {
-        match self {
-            Warehouse::Local(p) => Ok(p),
-            Warehouse::S3(s) => Err(EngineError::BadWarehouse {
-                uri: s.uri(),
-                message: format!("{what} needs a local warehouse"),
-            }),
-        }
-    }
 }
 
 #[cfg(test)]

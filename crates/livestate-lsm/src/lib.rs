@@ -198,10 +198,6 @@ impl Maintainer {
         &self.compaction
     }
 
-    pub fn expire_options(&self) -> &ExpireOptions {
-        &self.expire
-    }
-
     fn picker(&self) -> Picker {
         Picker {
             trigger: self.compaction.trigger,

@@ -86,11 +86,6 @@ impl StoreMemory {
             journals: db.journal_count(),
         }
     }
-
-    /// Block cache and write buffers together.
-    pub fn total_bytes(&self) -> u64 {
-        self.block_cache_bytes + self.write_buffer_bytes
-    }
 }
 
 /// How old unflushed writes may get in a store using [`PeriodicFlush`] before they are flushed.

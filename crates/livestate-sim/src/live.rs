@@ -396,11 +396,6 @@ impl Company {
         }
         (out, told)
     }
-
-    /// Whether goods are still on their way.
-    pub fn awaiting_receipts(&self) -> usize {
-        self.receipts.len()
-    }
 }
 
 /// The module an event belongs to (`inventory` for `inventory.stock_counted`).
