@@ -141,6 +141,25 @@ struct Read<'de> {
     unknown: Option<String>,
 }
 
+impl<'de> Read<'de> {
+    fn new(fields: usize) -> Read<'de> {
+        Read { slots: (0..fields).map(|_| None).collect(), unknown: None }
+    }
+
+    /// Keeps the value of the field at `index`; a repeated name keeps its last value, as a
+    /// parsed map does.
+    fn known(&mut self, index: usize, raw: Raw<'de>) {
+        self.slots[index] = Some(raw);
+    }
+
+    /// Notes a name the type does not have, keeping the smallest.
+    fn unknown(&mut self, name: Cow<'_, str>) {
+        if self.unknown.as_deref().is_none_or(|u| name.as_ref() < u) {
+            self.unknown = Some(name.into_owned());
+        }
+    }
+}
+
 struct DataVisitor<'t> {
     fields: &'t IndexMap<String, FieldSpec>,
 }
@@ -153,15 +172,12 @@ impl<'de> Visitor<'de> for DataVisitor<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Read<'de>, A::Error> {
-        let mut read = Read { slots: (0..self.fields.len()).map(|_| None).collect(), unknown: None };
+        let mut read = Read::new(self.fields.len());
         while let Some(Key(name)) = map.next_key()? {
             match self.fields.get_index_of(name.as_ref()) {
-                // A repeated name keeps its last value, as a parsed map does.
-                Some(i) => read.slots[i] = Some(map.next_value()?),
+                Some(i) => read.known(i, map.next_value()?),
                 None => {
-                    if read.unknown.as_deref().is_none_or(|u| name.as_ref() < u) {
-                        read.unknown = Some(name.into_owned());
-                    }
+                    read.unknown(name);
                     map.next_value::<IgnoredAny>()?;
                 }
             }
@@ -191,12 +207,11 @@ pub(crate) fn typed_map(
     data: serde_json::Map<String, serde_json::Value>,
     ty: &EventType,
 ) -> Result<IndexMap<String, Value>, EventError> {
-    let mut read = Read { slots: (0..ty.fields.len()).map(|_| None).collect(), unknown: None };
+    let mut read = Read::new(ty.fields.len());
     for (name, v) in data {
         match ty.fields.get_index_of(&name) {
-            Some(i) => read.slots[i] = Some(Raw::Other(v)),
-            None if read.unknown.as_deref().is_none_or(|u| name.as_str() < u) => read.unknown = Some(name),
-            None => {}
+            Some(i) => read.known(i, Raw::Other(v)),
+            None => read.unknown(Cow::Owned(name)),
         }
     }
     finish(read, ty)
