@@ -65,8 +65,12 @@ pub struct Reads {
     /// The same read with the index switched off: a Paimon scan with the key as filter.
     pub paimon_scan: Latencies,
     pub scan_rows: u64,
-    /// Median of three full reads.
+    /// Median of three full reads of the Paimon files (the read API without the index).
     pub scan_seconds: f64,
+    /// Median of three full reads through the read API, which serves the latest version from
+    /// the lookup index.
+    #[serde(default)]
+    pub index_scan_seconds: f64,
     pub shape: Shape,
 }
 
@@ -387,24 +391,42 @@ pub async fn reads(ls: &Livestate, item_locations: usize, lookups: usize) -> Res
     let lag = ls.lag_source();
     let mut read_api = timed_reads(ls, &lag, item_locations, (lookups / 10).max(10), true).await?;
     let mut paimon_scan = timed_reads(ls, &lag, item_locations, (lookups / 200).max(5), false).await?;
-    let mut scans = Vec::new();
-    let mut scan_rows = 0;
-    for _ in 0..3 {
-        let req = ReadRequest { table: FRESH_TABLE.into(), keys: vec![], at: At::Latest };
-        let t = Instant::now();
-        let rows = livestate_engine::read::read(&ls.catalog, &ls.spec, &req, &lag, None).await?;
-        scans.push(t.elapsed().as_secs_f64());
-        scan_rows = rows.rows.len() as u64;
+    let (scan_rows, scan_seconds) = full_scans(ls, &lag, None).await?;
+    let (index_rows, index_scan_seconds) = full_scans(ls, &lag, Some(&ls.index)).await?;
+    if index_rows != scan_rows {
+        let message =
+            format!("a full read gave {scan_rows} rows from Paimon and {index_rows} from the index");
+        return Err(BenchError::peer("livestate", message));
     }
-    scans.sort_by(f64::total_cmp);
     Ok(Reads {
         index: Latencies::of(&mut index),
         read_api: Latencies::of(&mut read_api),
         paimon_scan: Latencies::of(&mut paimon_scan),
         scan_rows,
-        scan_seconds: scans[1],
+        scan_seconds,
+        index_scan_seconds,
         shape: shape(ls).await?,
     })
+}
+
+/// Rows and median seconds of three full reads of the stock table through the read API, with
+/// the lookup index or without it.
+async fn full_scans(
+    ls: &Livestate,
+    lag: &livestate_engine::LagSource<'_>,
+    index: Option<&livestate_engine::index::Index>,
+) -> Result<(u64, f64)> {
+    let mut scans = Vec::new();
+    let mut scan_rows = 0;
+    for _ in 0..3 {
+        let req = ReadRequest { table: FRESH_TABLE.into(), keys: vec![], at: At::Latest };
+        let t = Instant::now();
+        let rows = livestate_engine::read::read(&ls.catalog, &ls.spec, &req, lag, index).await?;
+        scans.push(t.elapsed().as_secs_f64());
+        scan_rows = rows.rows.len() as u64;
+    }
+    scans.sort_by(f64::total_cmp);
+    Ok((scan_rows, scans[1]))
 }
 
 /// `n` key reads through the read API, with the lookup index or without it.

@@ -450,9 +450,5 @@ fn decode_row(table: &str, types: &[ValueType], bytes: &[u8]) -> Result<Vec<Valu
         table: table.into(),
         message: format!("stored row does not decode: {m}"),
     };
-    let json: Vec<serde_json::Value> = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
-    if json.len() != types.len() {
-        return Err(bad(format!("{} values for {} columns", json.len(), types.len())));
-    }
-    json.iter().zip(types).map(|(j, t)| Value::from_json(j, *t).map_err(bad)).collect()
+    Value::row_from_json(bytes, types).map_err(bad)
 }

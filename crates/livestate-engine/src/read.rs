@@ -795,23 +795,58 @@ pub async fn archive_rows(catalog: &Catalog) -> Result<Vec<Vec<Value>>, EngineEr
     Ok(rows)
 }
 
-/// Reads every split of `plan` and converts the batches into rows.
+/// Reads every split of `plan` and converts the batches into rows, in split order. Splits
+/// (buckets) are independent, so they are read and merged on their own tasks, as many at once
+/// as the machine has cores: a full scan of a table of several buckets uses every core.
 async fn plan_rows(
     rb: &paimon::ReadBuilder<'_>,
     plan: &paimon::Plan,
     full: &str,
 ) -> Result<Vec<Vec<Value>>, EngineError> {
-    let stream = rb
-        .new_read()
-        .map_err(paimon_err(full, "read"))?
-        .to_arrow(plan.splits())
+    let read = rb.new_read().map_err(paimon_err(full, "read"))?;
+    let streams = plan
+        .splits()
+        .iter()
+        .map(|split| read.to_arrow(std::slice::from_ref(split)))
+        .collect::<Result<Vec<_>, _>>()
         .map_err(paimon_err(full, "read"))?;
-    let batches: Vec<_> = stream.try_collect().await.map_err(paimon_err(full, "read"))?;
-    let mut rows = Vec::new();
+    let parallel = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(parallel));
+    // A JoinSet aborts its tasks when dropped: a read given up on stops reading.
+    let mut tasks = tokio::task::JoinSet::new();
+    let n = streams.len();
+    for (i, stream) in streams.into_iter().enumerate() {
+        let read = split_rows(stream, full.to_string(), permits.clone());
+        tasks.spawn(async move { (i, read.await) });
+    }
+    let mut parts: Vec<Vec<Vec<Value>>> = vec![Vec::new(); n];
+    while let Some(done) = tasks.join_next().await {
+        let (i, part) = done.map_err(|e| EngineError::Arrow {
+            table: full.to_string(),
+            message: format!("read task failed: {e}"),
+        })?;
+        parts[i] = part?;
+    }
+    let mut rows = Vec::with_capacity(parts.iter().map(Vec::len).sum());
+    for part in parts {
+        rows.extend(part);
+    }
+    Ok(rows)
+}
+
+/// The rows of one split's stream, read once one of `permits` is free.
+async fn split_rows(
+    stream: paimon::table::ArrowRecordBatchStream,
+    full: String,
+    permits: std::sync::Arc<tokio::sync::Semaphore>,
+) -> Result<Vec<Vec<Value>>, EngineError> {
+    let _permit = permits.acquire_owned().await.expect("the semaphore is never closed");
+    let batches: Vec<_> = stream.try_collect().await.map_err(paimon_err(&full, "read"))?;
+    let mut rows = Vec::with_capacity(batches.iter().map(arrow_array::RecordBatch::num_rows).sum());
     for b in &batches {
         rows.extend(
             crate::rows::from_batch(b)
-                .map_err(|message| EngineError::Arrow { table: full.to_string(), message })?,
+                .map_err(|message| EngineError::Arrow { table: full.clone(), message })?,
         );
     }
     Ok(rows)

@@ -108,48 +108,118 @@ fn build_column<'a>(ty: &ArrowType, values: impl Iterator<Item = &'a Value>) -> 
 /// # Errors
 /// A message naming a column of an Arrow type livestate does not read.
 pub fn from_batch(batch: &RecordBatch) -> Result<Vec<Vec<Value>>, String> {
-    let mut rows = vec![Vec::with_capacity(batch.num_columns()); batch.num_rows()];
+    // Each row is sized once (`vec![v; n]` clones would drop the capacity and regrow every row).
+    let mut rows: Vec<Vec<Value>> =
+        std::iter::repeat_with(|| Vec::with_capacity(batch.num_columns())).take(batch.num_rows()).collect();
     for (c, col) in batch.columns().iter().enumerate() {
-        let name = batch.schema().field(c).name().clone();
-        for (r, row) in rows.iter_mut().enumerate() {
-            row.push(cell(col.as_ref(), r).map_err(|e| format!("column `{name}`: {e}"))?);
-        }
+        push_column(col.as_ref(), &mut rows)
+            .map_err(|e| format!("column `{}`: {e}", batch.schema_ref().field(c).name()))?;
     }
     Ok(rows)
 }
 
-fn cell(col: &dyn Array, i: usize) -> Result<Value, String> {
-    if col.is_null(i) {
-        return Ok(Value::Null);
+/// Appends the `i`-th value of `col` to the `i`-th row: the column's type is matched once, then
+/// one loop per type.
+fn push_column(col: &dyn Array, rows: &mut [Vec<Value>]) -> Result<(), String> {
+    // `$t`: the array type; `|$v| $e`: a cell's value to a `Result<Value, String>`.
+    macro_rules! each {
+        ($t:ty, |$v:ident| $e:expr) => {{
+            let a = col.as_any().downcast_ref::<$t>().expect("array type matches its data type");
+            for (i, row) in rows.iter_mut().enumerate() {
+                row.push(if a.is_null(i) {
+                    Value::Null
+                } else {
+                    let $v = a.value(i);
+                    $e?
+                });
+            }
+        }};
     }
-    let any = col.as_any();
-    macro_rules! get {
-        ($t:ty) => {
-            any.downcast_ref::<$t>().expect("array type matches its data type").value(i)
-        };
-    }
-    Ok(match col.data_type() {
-        ArrowType::Utf8 => Value::String(get!(StringArray).to_string()),
-        ArrowType::LargeUtf8 => Value::String(get!(LargeStringArray).to_string()),
-        ArrowType::Utf8View => Value::String(get!(StringViewArray).to_string()),
-        ArrowType::Int64 => Value::Int(get!(Int64Array)),
-        ArrowType::Int32 => Value::Int(i64::from(get!(Int32Array))),
-        ArrowType::Boolean => Value::Bool(get!(BooleanArray)),
-        ArrowType::Decimal128(_, s) => Value::Decimal(
-            Decimal::try_from_i128_with_scale(get!(Decimal128Array), *s as u32).map_err(|e| e.to_string())?,
-        ),
-        ArrowType::Timestamp(unit, _) => {
-            let ms = match unit {
-                TimeUnit::Second => get!(TimestampSecondArray) * 1000,
-                TimeUnit::Millisecond => get!(TimestampMillisecondArray),
-                TimeUnit::Microsecond => get!(TimestampMicrosecondArray).div_euclid(1000),
-                TimeUnit::Nanosecond => get!(TimestampNanosecondArray).div_euclid(1_000_000),
-            };
-            Value::Timestamp(millis_to_timestamp(ms))
+    let ok = Ok::<Value, String>;
+    match col.data_type() {
+        ArrowType::Utf8 => each!(StringArray, |v| ok(Value::String(v.to_string()))),
+        ArrowType::LargeUtf8 => each!(LargeStringArray, |v| ok(Value::String(v.to_string()))),
+        ArrowType::Utf8View => each!(StringViewArray, |v| ok(Value::String(v.to_string()))),
+        ArrowType::Int64 => each!(Int64Array, |v| ok(Value::Int(v))),
+        ArrowType::Int32 => each!(Int32Array, |v| ok(Value::Int(i64::from(v)))),
+        ArrowType::Int8 => each!(arrow_array::Int8Array, |v| ok(Value::Int(i64::from(v)))),
+        ArrowType::Boolean => each!(BooleanArray, |v| ok(Value::Bool(v))),
+        ArrowType::Decimal128(_, s) => {
+            let scale = *s as u32;
+            each!(Decimal128Array, |v| Decimal::try_from_i128_with_scale(v, scale)
+                .map(Value::Decimal)
+                .map_err(|e| e.to_string()))
         }
-        ArrowType::Int8 => Value::Int(i64::from(
-            any.downcast_ref::<arrow_array::Int8Array>().expect("array type matches its data type").value(i),
-        )),
+        ArrowType::Timestamp(unit, _) => {
+            let ts = |ms: i64| ok(Value::Timestamp(millis_to_timestamp(ms)));
+            match unit {
+                TimeUnit::Second => each!(TimestampSecondArray, |v| ts(v * 1000)),
+                TimeUnit::Millisecond => each!(TimestampMillisecondArray, |v| ts(v)),
+                TimeUnit::Microsecond => each!(TimestampMicrosecondArray, |v| ts(v.div_euclid(1000))),
+                TimeUnit::Nanosecond => each!(TimestampNanosecondArray, |v| ts(v.div_euclid(1_000_000))),
+            }
+        }
         other => return Err(format!("livestate does not read arrow type {other}")),
-    })
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema() -> Arc<ArrowSchema> {
+        Arc::new(ArrowSchema::new(vec![
+            Field::new("s", ArrowType::Utf8, true),
+            Field::new("i", ArrowType::Int64, true),
+            Field::new("b", ArrowType::Boolean, true),
+            Field::new("d", ArrowType::Decimal128(12, 2), true),
+            Field::new("t", ArrowType::Timestamp(TimeUnit::Millisecond, None), true),
+            Field::new(VALUE_KIND_FIELD_NAME, ArrowType::Int8, false),
+        ]))
+    }
+
+    #[test]
+    fn rows_written_to_a_batch_read_back_the_same_nulls_included() {
+        let rows: Vec<KindRow> = vec![
+            (
+                RowKind::Insert,
+                vec![
+                    Value::String("part-1".into()),
+                    Value::Int(-7),
+                    Value::Bool(true),
+                    Value::Decimal(Decimal::new(12345, 2)),
+                    Value::Timestamp(millis_to_timestamp(1_700_000_000_123)),
+                ],
+            ),
+            (RowKind::UpdateAfter, vec![Value::Null, Value::Null, Value::Null, Value::Null, Value::Null]),
+            (
+                RowKind::Delete,
+                vec![
+                    Value::String(String::new()),
+                    Value::Int(i64::MAX),
+                    Value::Bool(false),
+                    Value::Decimal(Decimal::new(-1, 2)),
+                    Value::Timestamp(millis_to_timestamp(0)),
+                ],
+            ),
+        ];
+        let batch = to_batch(&schema(), &rows).expect("rows fit the schema");
+        let back = from_batch(&batch).expect("every column type is read");
+        assert_eq!(back.len(), 3);
+        for ((kind, written), read) in rows.iter().zip(&back) {
+            assert_eq!(&read[..5], &written[..], "values read back as written");
+            assert_eq!(read[5], Value::Int(i64::from(kind.to_value())), "the row kind column as an int");
+            assert_eq!(read.capacity(), 6, "each row is sized once");
+        }
+    }
+
+    #[test]
+    fn a_column_of_a_type_livestate_does_not_read_is_named() {
+        let schema = Arc::new(ArrowSchema::new(vec![Field::new("f", ArrowType::Float64, false)]));
+        let col: ArrayRef = Arc::new(arrow_array::Float64Array::from(vec![1.5]));
+        let batch = RecordBatch::try_new(schema, vec![col]).expect("valid batch");
+        let e = from_batch(&batch).expect_err("float is not read");
+        assert!(e.contains("column `f`") && e.contains("Float64"), "{e}");
+    }
 }

@@ -18,7 +18,7 @@ use serde::Deserialize;
 
 use crate::company::{EventType, FieldSpec};
 use crate::error::EventError;
-use crate::types::{parse_timestamp, Value, ValueType};
+use crate::types::{exact_decimal, fit_decimal, parse_timestamp, Value, ValueType};
 
 /// One field's value as it was read, before it is typed.
 enum Raw<'de> {
@@ -52,6 +52,13 @@ impl Raw<'_> {
             (Raw::Int(i), ValueType::Int) => Ok(Value::Int(i)),
             (Raw::Uint(u), ValueType::Int) if i64::try_from(u).is_ok() => Ok(Value::Int(u as i64)),
             (Raw::Bool(b), ValueType::Bool) => Ok(Value::Bool(b)),
+            (Raw::Str(s), ValueType::Decimal { precision, scale }) => {
+                match exact_decimal(s.trim()).and_then(|d| fit_decimal(d, precision, scale)) {
+                    Ok(d) => Ok(Value::Decimal(d)),
+                    // The parsed map's message.
+                    Err(_) => Value::from_json(&serde_json::Value::String(s.into_owned()), ty),
+                }
+            }
             (raw, ty) => Value::from_json(&raw.into_json(), ty),
         }
     }
@@ -191,6 +198,16 @@ impl<'de> Visitor<'de> for DataVisitor<'_> {
 /// # Errors
 /// An [`EventError`] naming `data` when the text is not an object, else the field: unknown to
 /// the type, of the wrong type, or required and missing.
+/// A JSON array of one value per column of `types` (a stored row, as [`Value::json_array`]
+/// writes it), each typed as [`Value::from_json`] types it, without a `serde_json` value between.
+pub(crate) fn typed_array(text: &[u8], types: &[ValueType]) -> Result<Vec<Value>, String> {
+    let raw: Vec<Raw<'_>> = serde_json::from_slice(text).map_err(|e| e.to_string())?;
+    if raw.len() != types.len() {
+        return Err(format!("{} values for {} columns", raw.len(), types.len()));
+    }
+    raw.into_iter().zip(types).map(|(r, t)| r.typed(*t)).collect()
+}
+
 pub(crate) fn typed_text(text: &str, ty: &EventType) -> Result<IndexMap<String, Value>, EventError> {
     let mut de = serde_json::Deserializer::from_str(text);
     let read = de
@@ -324,5 +341,54 @@ mod tests {
             let e = typed_text(text, &ty()).unwrap_err().to_string();
             assert!(e.starts_with("data: must be an object of `inventory.counted`'s fields"), "{text}: {e}");
         }
+    }
+
+    /// A stored row typed from its text, compared with each value typed from a parsed map.
+    fn row_both(text: &str, types: &[ValueType]) -> Result<Vec<Value>, String> {
+        let from_text = Value::row_from_json(text.as_bytes(), types);
+        let parsed: Vec<serde_json::Value> = serde_json::from_str(text).unwrap();
+        if parsed.len() == types.len() {
+            let from_map: Result<Vec<Value>, String> =
+                parsed.iter().zip(types).map(|(j, t)| Value::from_json(j, *t)).collect();
+            assert_eq!(from_text, from_map, "{text}");
+        }
+        from_text
+    }
+
+    #[test]
+    fn a_stored_row_reads_back_as_written_and_as_a_parsed_map_types_it() {
+        let types = [
+            ValueType::String,
+            ValueType::Int,
+            ValueType::Decimal { precision: 10, scale: 2 },
+            ValueType::Timestamp,
+            ValueType::Bool,
+        ];
+        let row = vec![
+            Value::String("bolt \"7\" \u{e9}".into()),
+            Value::Int(i64::MIN),
+            Value::Decimal(rust_decimal::Decimal::new(-1250, 2)),
+            Value::Timestamp(crate::types::millis_to_timestamp(1_767_225_600_123)),
+            Value::Bool(false),
+        ];
+        let text = String::from_utf8(Value::json_array(&row)).unwrap();
+        assert_eq!(row_both(&text, &types).unwrap(), row);
+        let nulls = vec![Value::Null; 5];
+        let text = String::from_utf8(Value::json_array(&nulls)).unwrap();
+        assert_eq!(row_both(&text, &types).unwrap(), nulls);
+        // What a map refuses, the text refuses with the same message.
+        for bad in [
+            r#"["a", 1.5, "1.00", "2026-01-01T00:00:00.000", true]"#,
+            r#"["a", 1, "1.001", "2026-01-01T00:00:00.000", true]"#,
+            r#"["a", 1, "123456789.00", "2026-01-01T00:00:00.000", true]"#,
+            r#"["a", 1, "x", "2026-01-01T00:00:00.000", true]"#,
+            r#"["a", 1, "1.00", "2026-02-30T00:00:00.000", true]"#,
+            r#"[1, 1, "1.00", "2026-01-01T00:00:00.000", true]"#,
+        ] {
+            assert!(row_both(bad, &types).is_err(), "{bad}");
+        }
+        let e = Value::row_from_json(br#"["a", 1]"#, &types).unwrap_err();
+        assert_eq!(e, "2 values for 5 columns");
+        assert!(Value::row_from_json(b"{}", &types).is_err());
     }
 }
