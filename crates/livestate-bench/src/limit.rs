@@ -101,7 +101,7 @@ fn bad(message: String) -> BenchError {
 }
 
 fn parse(line: &str) -> Result<Parsed> {
-    let l: Line = serde_json::from_str(line).map_err(|e| bad(format!("event line: {e}")))?;
+    let l: Line<'_> = serde_json::from_str(line).map_err(|e| bad(format!("event line: {e}")))?;
     let kind = match l.event_type {
         "inventory.stock_counted" => COUNTED,
         "commerce.reservation_changed" => RESERVED,

@@ -141,8 +141,7 @@ impl Server {
         let data = work.join("postgres");
         let _ = std::fs::remove_dir_all(&data);
         std::fs::create_dir_all(&data).map_err(BenchError::io("create", &data))?;
-        let is_root =
-            std::process::Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+        let is_root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
         let run_as = is_root.then(|| "postgres".to_string());
         if let Some(user) = &run_as {
             run(

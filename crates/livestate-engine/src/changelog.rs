@@ -18,7 +18,7 @@ use crate::window::{BeforeAfter, ClosedWindow};
 
 /// The before/after of every key changed by snapshot `id`, read from its changelog.
 pub(crate) async fn changes_of(
-    table: &paimon::Table,
+    table: &Table,
     ts: &TableSpec,
     name: &str,
     id: i64,

@@ -254,17 +254,17 @@ impl Derivers {
             .map(|s| (s.committed, s.snapshot_id))
     }
 
-    /// Applies up to one chunk of events from the record; returns how many were read.
+    /// Applies up to one chunk of events from the record.
     async fn apply_chunk(
         &mut self,
         record: &Record,
         spec: &CompanySpec,
         head: u64,
         max_events: u64,
-    ) -> Result<(u64, u64), EngineError> {
+    ) -> Result<Applied, EngineError> {
         let from = self.position();
         if from >= head {
-            return Ok((0, 0));
+            return Ok(Applied::default());
         }
         let head = head.min(from.saturating_add(max_events));
         let events = self.next_events(record, spec, from, head).await?;
@@ -284,7 +284,7 @@ impl Derivers {
         if let Some(a) = &mut self.archive {
             a.hand_over(archived, end, behind).await?;
         }
-        Ok((n, rows))
+        Ok(Applied { events: n, rows })
     }
 
     /// The events from `from` (the derivers' position) below `head`, at most a chunk: from the
@@ -439,7 +439,7 @@ impl Derivers {
         let mut report = DeriveReport::default();
         let mut since_commit = 0;
         loop {
-            let (n, rows) = self.apply_chunk(record, spec, head, commit_every).await?;
+            let Applied { events: n, rows } = self.apply_chunk(record, spec, head, commit_every).await?;
             report.events += n;
             report.rows += rows;
             since_commit += n;
@@ -470,7 +470,7 @@ impl Derivers {
     /// As [`Derivers::catch_up`].
     pub async fn step(&mut self, record: &Record, spec: &CompanySpec) -> Result<DeriveReport, EngineError> {
         let head = record.next_offset();
-        let (events, rows) = self.apply_chunk(record, spec, head, u64::MAX).await?;
+        let Applied { events, rows } = self.apply_chunk(record, spec, head, u64::MAX).await?;
         // Behind the record (a backlog after a restart or a burst), the events applied were
         // recorded long ago, so their age says nothing about when to commit: a commit per chunk
         // would only add snapshots and files. Behind, a table commits once its window has been
@@ -555,8 +555,7 @@ impl Derivers {
             self.tables.iter().map(|t| t.sink.position).chain(self.archive.as_ref().map(Archive::position));
         let through = positions.max().unwrap_or(0).max(target);
         while self.position() < through {
-            let (n, _) = self.apply_chunk(record, spec, through, u64::MAX).await?;
-            if n == 0 {
+            if self.apply_chunk(record, spec, through, u64::MAX).await?.events == 0 {
                 return Err(EngineError::Derivation {
                     offset: self.position(),
                     message: format!("the record ends before the barrier offset {through}"),
@@ -741,6 +740,13 @@ fn readers_by_slot(looked_up: &[BTreeSet<usize>]) -> Vec<Vec<usize>> {
             seen.into_iter().collect()
         })
         .collect()
+}
+
+/// What one chunk applied: events read from the record and row operations they made.
+#[derive(Debug, Default, Clone, Copy)]
+struct Applied {
+    events: u64,
+    rows: u64,
 }
 
 #[cfg(test)]

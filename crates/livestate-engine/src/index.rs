@@ -248,7 +248,7 @@ impl Index {
                 serde_json::to_vec(f).expect("firing encodes"),
             );
         }
-        for (trigger, key, armed) in &effects.arming {
+        for crate::triggers::Arming { trigger, key, armed } in &effects.arming {
             if *armed {
                 batch.remove(&self.disarmed, pair(trigger, key));
             } else {

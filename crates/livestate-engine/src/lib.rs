@@ -397,8 +397,8 @@ impl Livestate {
     /// Paimon errors opening a table.
     pub async fn external_maintainers(
         &self,
-    ) -> Result<std::collections::HashMap<String, livestate_lsm::Maintainer>, EngineError> {
-        let mut out = std::collections::HashMap::new();
+    ) -> Result<HashMap<String, livestate_lsm::Maintainer>, EngineError> {
+        let mut out = HashMap::new();
         for t in self.spec.tables.values().filter(|t| !t.derived_here()) {
             out.insert(t.name.clone(), self.open_maintainer(&t.name).await?);
         }
@@ -494,7 +494,7 @@ pub fn is_input_error(e: &EngineError) -> bool {
         EngineError::InvalidEvents(_)
             | EngineError::NotInitialized { .. }
             | EngineError::AlreadyInitialized { .. }
-            | EngineError::Record(livestate_record::RecordError::IdConflict { .. })
+            | EngineError::Record(RecordError::IdConflict { .. })
             | EngineError::BadRequest { .. }
             | EngineError::UnknownTable { .. }
             | EngineError::UnknownTrigger { .. }

@@ -233,7 +233,7 @@ fn read_lines(path: &Path, mut each: impl FnMut(Quarantined, &[u8])) -> Result<O
     }
 }
 
-fn damaged(path: &std::path::Path, what: &str) -> EngineError {
+fn damaged(path: &Path, what: &str) -> EngineError {
     EngineError::Io {
         path: path.to_path_buf(),
         source: std::io::Error::new(

@@ -32,7 +32,7 @@ pub(crate) const MAX_WINDOW_KEYS: usize = 65_536;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WindowAge {
     /// When this process applied the window's first event.
-    pub opened: Option<std::time::Instant>,
+    pub opened: Option<Instant>,
     /// When the window's oldest event was recorded (ms since the epoch).
     pub oldest_recorded_ms: Option<i64>,
 }
@@ -158,7 +158,7 @@ pub(crate) struct TableSink {
     pub oldest_uncommitted_ms: Option<i64>,
     /// When this process applied the first event not yet committed (the window's start on this
     /// process's clock, whatever the event's recorded time).
-    pub window_opened: Option<std::time::Instant>,
+    pub window_opened: Option<Instant>,
     /// Taken by every commit to the table, data or compaction (shared by every writer of the
     /// table in this process: [`crate::Livestate`] hands it out).
     commit_lock: CommitLock,
@@ -309,7 +309,7 @@ impl TableSink {
     /// the commit); the archive buffers it and hands Paimon every [`WRITE_BATCH_ROWS`].
     pub async fn push(&mut self, row: KindRow, recorded_at_ms: i64) -> Result<(), EngineError> {
         self.oldest_uncommitted_ms.get_or_insert(recorded_at_ms);
-        self.window_opened.get_or_insert_with(std::time::Instant::now);
+        self.window_opened.get_or_insert_with(Instant::now);
         if let Some(t) = &mut self.tracking {
             return t.apply(row.0, &row.1);
         }
@@ -452,13 +452,14 @@ impl TableSink {
     /// # Errors
     /// Paimon or index errors; [`EngineError::Damaged`] when the table's files are.
     pub async fn recover_index(&mut self, ts: &TableSpec) -> Result<(), EngineError> {
-        match self.recover_index_unchecked(ts).await {
+        match self.recover_index_undiagnosed(ts).await {
             Ok(()) => Ok(()),
             Err(e) => Err(diagnose(&self.table, &self.name, None, e).await),
         }
     }
 
-    async fn recover_index_unchecked(&mut self, ts: &TableSpec) -> Result<(), EngineError> {
+    /// [`Self::recover_index`] before a failure is diagnosed (checked for damaged files).
+    async fn recover_index_undiagnosed(&mut self, ts: &TableSpec) -> Result<(), EngineError> {
         let Some(t) = &mut self.tracking else { return Ok(()) };
         let (index, table) = (Arc::clone(&t.rules().index), t.rules().table.clone());
         let now =

@@ -30,11 +30,37 @@ pub struct Firing {
     pub fired_at_ms: i64,
 }
 
-/// What one commit does to triggers: new firings and arming changes (trigger, key, armed).
+/// What one commit does to triggers: new firings and arming changes.
 #[derive(Debug, Default)]
 pub(crate) struct Effects {
     pub firings: Vec<Firing>,
-    pub arming: Vec<(String, Vec<u8>, bool)>,
+    pub arming: Vec<Arming>,
+}
+
+/// A trigger armed (it fires on the key's next change that meets its condition) or disarmed
+/// (it fired, and waits for the key to be re-armed) for one key.
+#[derive(Debug)]
+pub(crate) struct Arming {
+    pub trigger: String,
+    pub key: Vec<u8>,
+    pub armed: bool,
+}
+
+/// The commit a change was made by: what each of its firings records.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CommitPoint {
+    pub snapshot_id: Option<i64>,
+    /// The record offset the commit reflects.
+    pub offset: u64,
+    /// When the commit was made (UTC, ms).
+    pub at_ms: i64,
+}
+
+/// One key's change in a commit: its stored key and its rows before and after (`None`: absent).
+pub(crate) struct Change<'a> {
+    pub key: &'a [u8],
+    pub before: Option<&'a [Value]>,
+    pub after: Option<&'a [Value]>,
 }
 
 /// The triggers of one table, ready to evaluate rows.
@@ -64,25 +90,24 @@ impl TableTriggers {
         e.holds(&lookup).unwrap_or(false)
     }
 
-    /// Evaluates one committed change of `key`. `armed(trigger)` says whether the trigger is
-    /// armed for the key (before this change).
-    #[allow(clippy::too_many_arguments)]
+    /// Evaluates one committed change of `table`, made by the commit `at`. `armed(trigger)`
+    /// says whether the trigger is armed for the key (before this change); `next_seq(trigger)`
+    /// numbers a firing.
     pub fn evaluate(
         &self,
         table: &str,
-        key: &[u8],
-        before: Option<&[Value]>,
-        after: Option<&[Value]>,
+        change: &Change<'_>,
+        at: CommitPoint,
         armed: &dyn Fn(&str) -> bool,
-        at: (Option<i64>, u64, i64),
         next_seq: &mut dyn FnMut(&str) -> u64,
         out: &mut Effects,
     ) {
+        let Change { key, before, after } = *change;
         for t in &self.triggers {
             let is_armed = armed(&t.name);
             let Some(row) = after else {
                 if !is_armed {
-                    out.arming.push((t.name.clone(), key.to_vec(), true));
+                    out.arming.push(Arming { trigger: t.name.clone(), key: key.to_vec(), armed: true });
                 }
                 continue;
             };
@@ -95,18 +120,18 @@ impl TableTriggers {
                     key: object(&self.columns, row, Some(&self.key_idx)),
                     before: before.map(|b| object(&self.columns, b, None)),
                     after: object(&self.columns, row, None),
-                    snapshot_id: at.0,
-                    offset: at.1,
-                    fired_at_ms: at.2,
+                    snapshot_id: at.snapshot_id,
+                    offset: at.offset,
+                    fired_at_ms: at.at_ms,
                 });
-                out.arming.push((t.name.clone(), key.to_vec(), false));
+                out.arming.push(Arming { trigger: t.name.clone(), key: key.to_vec(), armed: false });
             } else if !is_armed {
                 let rearm = match &t.rearm {
                     Some(r) => self.holds(r, row),
                     None => !cond,
                 };
                 if rearm {
-                    out.arming.push((t.name.clone(), key.to_vec(), true));
+                    out.arming.push(Arming { trigger: t.name.clone(), key: key.to_vec(), armed: true });
                 }
             }
         }

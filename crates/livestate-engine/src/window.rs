@@ -19,7 +19,7 @@ use paimon::spec::RowKind;
 use crate::error::EngineError;
 use crate::index::{Index, IndexMeta};
 use crate::rows::KindRow;
-use crate::triggers::{Effects, TableTriggers};
+use crate::triggers::{Change, CommitPoint, Effects, TableTriggers};
 
 /// A key's row at the last commit and now (`None`: no row).
 pub(crate) type BeforeAfter = (Option<Vec<Value>>, Option<Vec<Value>>);
@@ -237,9 +237,8 @@ impl ClosedWindow {
         out
     }
 
-    /// Trigger firings and arming changes of the commit, once committed as `at` (snapshot id,
-    /// offset, time).
-    fn effects(&self, at: (Option<i64>, u64, i64)) -> Result<Effects, EngineError> {
+    /// Trigger firings and arming changes of the commit, once committed as `at`.
+    fn effects(&self, at: CommitPoint) -> Result<Effects, EngineError> {
         let r = &*self.rules;
         let mut out = Effects::default();
         if r.triggers.triggers.is_empty() {
@@ -265,16 +264,8 @@ impl ClosedWindow {
                 *s += 1;
                 *s
             };
-            r.triggers.evaluate(
-                &r.table,
-                key,
-                before.map(Vec::as_slice),
-                after.map(Vec::as_slice),
-                &is_armed,
-                at,
-                &mut next,
-                &mut out,
-            );
+            let change = Change { key, before: before.map(Vec::as_slice), after: after.map(Vec::as_slice) };
+            r.triggers.evaluate(&r.table, &change, at, &is_armed, &mut next, &mut out);
         }
         Ok(out)
     }
@@ -286,7 +277,11 @@ impl ClosedWindow {
     /// Lookup index errors.
     pub fn apply_to_index(&self, meta: IndexMeta, fired_at_ms: i64) -> Result<(), EngineError> {
         let r = &*self.rules;
-        let effects = self.effects((meta.snapshot_id, meta.identifier, fired_at_ms))?;
+        let effects = self.effects(CommitPoint {
+            snapshot_id: meta.snapshot_id,
+            offset: meta.identifier,
+            at_ms: fired_at_ms,
+        })?;
         r.index.apply_with(
             &r.table,
             self.touched.iter().map(|(k, t)| (k.as_slice(), t.now.as_deref())),

@@ -42,11 +42,12 @@ impl Maintainer {
     /// failure stays deleted; nothing a retained snapshot or tag needs is touched.
     /// When the latest snapshot's files are damaged, [`crate::LsmError::Damaged`] names them.
     pub async fn expire(&self, now_ms: i64, progress: impl FnMut(u64, u64)) -> Result<ExpireReport> {
-        let r = self.expire_unchecked(now_ms, progress).await;
+        let r = self.expire_undiagnosed(now_ms, progress).await;
         self.checked(r).await
     }
 
-    async fn expire_unchecked(
+    /// [`Maintainer::expire`] before a failure is diagnosed (checked for damaged files).
+    async fn expire_undiagnosed(
         &self,
         now_ms: i64,
         mut progress: impl FnMut(u64, u64),

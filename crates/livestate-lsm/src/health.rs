@@ -41,11 +41,12 @@ impl Maintainer {
     /// Reading snapshots, tags or manifests failed.
     /// When the latest snapshot's files are damaged, [`crate::LsmError::Damaged`] names them.
     pub async fn health(&self) -> Result<TableHealth> {
-        let r = self.health_unchecked().await;
+        let r = self.health_undiagnosed().await;
         self.checked(r).await
     }
 
-    async fn health_unchecked(&self) -> Result<TableHealth> {
+    /// [`Maintainer::health`] before a failure is diagnosed (checked for damaged files).
+    async fn health_undiagnosed(&self) -> Result<TableHealth> {
         let name = self.name.as_str();
         let sm = self.table.snapshot_manager();
         let ids = sm.list_all_ids().await.map_err(paimon_err(name, "list snapshots"))?;

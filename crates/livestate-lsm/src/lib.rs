@@ -234,7 +234,7 @@ impl Maintainer {
         mode: CompactMode,
         progress: impl FnMut(usize, usize),
     ) -> Result<CompactReport> {
-        let r = self.compact_unchecked(mode, progress).await;
+        let r = self.compact_undiagnosed(mode, progress).await;
         self.checked(r).await
     }
 
@@ -260,7 +260,8 @@ impl Maintainer {
         }
     }
 
-    async fn compact_unchecked(
+    /// [`Maintainer::compact`] before a failure is diagnosed (checked for damaged files).
+    async fn compact_undiagnosed(
         &self,
         mode: CompactMode,
         mut progress: impl FnMut(usize, usize),

@@ -26,11 +26,12 @@ impl Maintainer {
     /// Listing the table or reading a snapshot's manifests failed; nothing is deleted then.
     /// When the latest snapshot's files are damaged, [`crate::LsmError::Damaged`] names them.
     pub async fn remove_orphans(&self, older_than: Duration, now_ms: i64) -> Result<OrphanReport> {
-        let r = self.remove_orphans_unchecked(older_than, now_ms).await;
+        let r = self.remove_orphans_undiagnosed(older_than, now_ms).await;
         self.checked(r).await
     }
 
-    async fn remove_orphans_unchecked(&self, older_than: Duration, now_ms: i64) -> Result<OrphanReport> {
+    /// [`Maintainer::remove_orphans`] before a failure is diagnosed (checked for damaged files).
+    async fn remove_orphans_undiagnosed(&self, older_than: Duration, now_ms: i64) -> Result<OrphanReport> {
         // A compaction's outputs are unreferenced until it commits: sweep alone.
         let _compacting = self.compacting.lock().await;
         let _expiring = self.expiring.lock().await;

@@ -292,7 +292,7 @@ async fn a_tag_file_met_while_it_is_written_is_read_again_and_one_that_stays_dam
     std::fs::write(&path, b"").unwrap();
     let (p, g) = (path.clone(), good.clone());
     let writer = tokio::spawn(async move {
-        tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+        tokio::time::sleep(Duration::from_millis(60)).await;
         std::fs::write(&p, g).unwrap();
     });
     let health = h.maintainer.health().await.unwrap();

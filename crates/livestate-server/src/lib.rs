@@ -187,7 +187,7 @@ impl FromRequestParts<Arc<Shared>> for Caller {
             .filter(|_| token.is_some());
         if client.is_some_and(|ip| s.auth_failures.blocked(ip)) {
             return Err(ApiError::new(
-                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                StatusCode::TOO_MANY_REQUESTS,
                 format!(
                     "too many failed authentications from this address ({} in {} s); wait and retry",
                     auth::Failures::LIMIT,
@@ -382,10 +382,10 @@ fn router(shared: Arc<Shared>) -> Router {
 /// does not take, 400/415/422 from a body extractor) the API's JSON error, keeping their
 /// headers (`Allow`). HTML answers of the web pages are left as they are.
 async fn bounded_and_json(
-    axum::extract::State(max_body): axum::extract::State<usize>,
+    State(max_body): State<usize>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
-) -> axum::response::Response {
+) -> Response {
     use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
     use axum::response::IntoResponse;
     let announced =
@@ -407,10 +407,10 @@ async fn bounded_and_json(
                     }
                 }
             };
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drain).await;
+            let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
         });
         return ApiError::new(
-            axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+            StatusCode::PAYLOAD_TOO_LARGE,
             format!("the body is {len} bytes; at most {max_body} are accepted"),
         )
         .into_response();

@@ -457,7 +457,7 @@ pub(crate) fn find(s: &Shared, id: &str) -> Result<ProposalEntry, ApiError> {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct ProposalList {
     /// Newest first.
-    pub proposals: Vec<crate::store::ProposalEntry>,
+    pub proposals: Vec<ProposalEntry>,
 }
 
 #[utoipa::path(get, path = "/v1/proposals", security(("token" = [])),

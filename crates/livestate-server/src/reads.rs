@@ -95,10 +95,10 @@ pub(crate) struct QuarantineQuery {
 pub(crate) async fn quarantine(
     State(s): State<Arc<Shared>>,
     caller: Caller,
-    query: Result<axum::extract::Query<QuarantineQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<QuarantineQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     caller.require(Permission::Read)?;
-    let axum::extract::Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     if let Some(t) = &q.table {
         livestate_engine::read::table_spec(&s.ls.spec, t)?;
     }

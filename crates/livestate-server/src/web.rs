@@ -561,7 +561,7 @@ pub(crate) async fn proposal(
     // A declared kind's sheet comes first; any other kind has none.
     let sheet = match crate::sheet::sheet_of(&s, &id).await {
         Ok(sh) => Some(crate::web_decisions::sheet_html(&sh)),
-        Err(e) if e.status == axum::http::StatusCode::NOT_FOUND => None,
+        Err(e) if e.status == StatusCode::NOT_FOUND => None,
         Err(e) => Some((
             esc(&p.summary),
             format!(r#"<p class="flash error">The sheet could not be read: {}</p>"#, esc(&e.message)),

@@ -289,7 +289,7 @@ impl ScalarUDFImpl for Bounded {
         self.inner.return_type(arg_types)
     }
 
-    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+    fn return_field_from_args(&self, args: ReturnFieldArgs<'_>) -> Result<FieldRef> {
         self.inner.return_field_from_args(args)
     }
 
@@ -400,7 +400,7 @@ impl ScalarUDFImpl for Identity {
         Ok(arg_types.first().cloned().unwrap_or(DataType::Null))
     }
 
-    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+    fn return_field_from_args(&self, args: ReturnFieldArgs<'_>) -> Result<FieldRef> {
         args.arg_fields
             .first()
             .cloned()
