@@ -134,9 +134,9 @@ impl LagSource<'_> {
 /// # Errors
 /// Record errors.
 pub fn lag_ms(record: &Record, position: u64, now_ms: i64) -> Result<u64, EngineError> {
-    Ok(match record.get(position)? {
+    Ok(match record.recorded_at_ms(position)? {
         None => 0,
-        Some(ev) => u64::try_from(now_ms - ev.recorded_at_ms).unwrap_or(0),
+        Some(at_ms) => u64::try_from(now_ms - at_ms).unwrap_or(0),
     })
 }
 
@@ -810,8 +810,7 @@ async fn plan_rows(
         .map(|split| read.to_arrow(std::slice::from_ref(split)))
         .collect::<Result<Vec<_>, _>>()
         .map_err(paimon_err(full, "read"))?;
-    let parallel = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(parallel));
+    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(cores()));
     // A JoinSet aborts its tasks when dropped: a read given up on stops reading.
     let mut tasks = tokio::task::JoinSet::new();
     let n = streams.len();
@@ -832,6 +831,13 @@ async fn plan_rows(
         rows.extend(part);
     }
     Ok(rows)
+}
+
+/// The cores this process may use, asked once: the standard library reads the cgroup's quota
+/// files on every call, which a profile of repeated scans caught.
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get))
 }
 
 /// The rows of one split's stream, read once one of `permits` is free.

@@ -132,6 +132,24 @@ impl RecordedEvent {
         out
     }
 
+    /// When the entry `bytes` (at `offset`) was recorded, read without decoding the rest: a
+    /// read's receipt asks this of every answer's offset, and decoding the whole event (its data
+    /// into a `serde_json` map) was most of that.
+    pub(crate) fn decode_recorded_at(offset: u64, bytes: &[u8]) -> Result<i64, RecordError> {
+        let corrupt = |reason: String| RecordError::Corrupt { offset, reason };
+        match bytes.first() {
+            Some(&ENTRY_VERSION) => {}
+            Some(v) => return Err(corrupt(format!("unknown entry version {v}"))),
+            None => return Err(corrupt("empty entry".into())),
+        }
+        #[derive(Deserialize)]
+        struct Head {
+            recorded_at_ms: i64,
+        }
+        let h: Head = serde_json::from_slice(&bytes[1..]).map_err(|e| corrupt(e.to_string()))?;
+        Ok(h.recorded_at_ms)
+    }
+
     pub(crate) fn decode(offset: u64, bytes: &[u8]) -> Result<RecordedEvent, RecordError> {
         let corrupt = |reason: String| RecordError::Corrupt { offset, reason };
         match bytes.first() {
@@ -215,6 +233,21 @@ mod tests {
             let back = RecordedEvent::decode(9, &got).unwrap();
             assert!(ev.same_content(&back));
             assert_eq!((back.offset, back.recorded_at_ms, back.causation), (9, -17, causation));
+            assert_eq!(RecordedEvent::decode_recorded_at(9, &got).unwrap(), -17, "the head alone");
+        }
+    }
+
+    #[test]
+    fn the_recorded_time_alone_refuses_what_the_whole_decode_refuses() {
+        for bad in [
+            &b""[..],
+            &[ENTRY_VERSION + 1, b'{', b'}'][..],
+            &[ENTRY_VERSION, b'{', b'}'][..],
+            &[ENTRY_VERSION, b'x'][..],
+        ] {
+            assert!(RecordedEvent::decode(3, bad).is_err());
+            let e = RecordedEvent::decode_recorded_at(3, bad).unwrap_err();
+            assert!(matches!(e, RecordError::Corrupt { offset: 3, .. }), "{e}");
         }
     }
 

@@ -315,6 +315,22 @@ impl Record {
         }
     }
 
+    /// When the event at `offset` was recorded (UTC, ms): [`Record::get`]'s `recorded_at_ms`,
+    /// without decoding the event.
+    ///
+    /// # Errors
+    /// As [`Record::get`].
+    pub fn recorded_at_ms(&self, offset: u64) -> Result<Option<i64>, RecordError> {
+        let inner = &*self.inner;
+        if offset >= self.next_offset() {
+            return Ok(None);
+        }
+        match inner.events.get(offset_key(offset)).map_err(RecordError::read(&inner.path, "events"))? {
+            Some(v) => Ok(Some(RecordedEvent::decode_recorded_at(offset, &v)?)),
+            None => Ok(None),
+        }
+    }
+
     /// The offset at which event id `id` was recorded.
     ///
     /// # Errors
