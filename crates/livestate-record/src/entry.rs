@@ -136,27 +136,15 @@ impl RecordedEvent {
     /// read's receipt asks this of every answer's offset, and decoding the whole event (its data
     /// into a `serde_json` map) was most of that.
     pub(crate) fn decode_recorded_at(offset: u64, bytes: &[u8]) -> Result<i64, RecordError> {
-        let corrupt = |reason: String| RecordError::Corrupt { offset, reason };
-        match bytes.first() {
-            Some(&ENTRY_VERSION) => {}
-            Some(v) => return Err(corrupt(format!("unknown entry version {v}"))),
-            None => return Err(corrupt("empty entry".into())),
-        }
         #[derive(Deserialize)]
         struct Head {
             recorded_at_ms: i64,
         }
-        let h: Head = serde_json::from_slice(&bytes[1..]).map_err(|e| corrupt(e.to_string()))?;
+        let h: Head = entry_json(offset, bytes)?;
         Ok(h.recorded_at_ms)
     }
 
     pub(crate) fn decode(offset: u64, bytes: &[u8]) -> Result<RecordedEvent, RecordError> {
-        let corrupt = |reason: String| RecordError::Corrupt { offset, reason };
-        match bytes.first() {
-            Some(&ENTRY_VERSION) => {}
-            Some(v) => return Err(corrupt(format!("unknown entry version {v}"))),
-            None => return Err(corrupt("empty entry".into())),
-        }
         #[derive(Deserialize)]
         struct Owned {
             id: String,
@@ -167,7 +155,7 @@ impl RecordedEvent {
             causation: Option<String>,
             data: serde_json::Map<String, serde_json::Value>,
         }
-        let o: Owned = serde_json::from_slice(&bytes[1..]).map_err(|e| corrupt(e.to_string()))?;
+        let o: Owned = entry_json(offset, bytes)?;
         Ok(RecordedEvent {
             offset,
             id: o.id,
@@ -180,6 +168,16 @@ impl RecordedEvent {
     }
 }
 
+/// The entry `bytes` (at `offset`) read as `T` from its JSON, once its version byte is checked.
+fn entry_json<'de, T: Deserialize<'de>>(offset: u64, bytes: &'de [u8]) -> Result<T, RecordError> {
+    let corrupt = |reason: String| RecordError::Corrupt { offset, reason };
+    match bytes.first() {
+        Some(&ENTRY_VERSION) => {}
+        Some(v) => return Err(corrupt(format!("unknown entry version {v}"))),
+        None => return Err(corrupt("empty entry".into())),
+    }
+    serde_json::from_slice(&bytes[1..]).map_err(|e| corrupt(e.to_string()))
+}
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -305,14 +305,16 @@ impl Record {
     /// # Errors
     /// As [`Record::read`].
     pub fn get(&self, offset: u64) -> Result<Option<RecordedEvent>, RecordError> {
+        self.entry(offset)?.map(|v| RecordedEvent::decode(offset, &v)).transpose()
+    }
+
+    /// The stored entry at `offset`, when one is recorded there.
+    fn entry(&self, offset: u64) -> Result<Option<fjall::Slice>, RecordError> {
         let inner = &*self.inner;
         if offset >= self.next_offset() {
             return Ok(None);
         }
-        match inner.events.get(offset_key(offset)).map_err(RecordError::read(&inner.path, "events"))? {
-            Some(v) => Ok(Some(RecordedEvent::decode(offset, &v)?)),
-            None => Ok(None),
-        }
+        inner.events.get(offset_key(offset)).map_err(RecordError::read(&inner.path, "events"))
     }
 
     /// When the event at `offset` was recorded (UTC, ms): [`Record::get`]'s `recorded_at_ms`,
@@ -321,14 +323,7 @@ impl Record {
     /// # Errors
     /// As [`Record::get`].
     pub fn recorded_at_ms(&self, offset: u64) -> Result<Option<i64>, RecordError> {
-        let inner = &*self.inner;
-        if offset >= self.next_offset() {
-            return Ok(None);
-        }
-        match inner.events.get(offset_key(offset)).map_err(RecordError::read(&inner.path, "events"))? {
-            Some(v) => Ok(Some(RecordedEvent::decode_recorded_at(offset, &v)?)),
-            None => Ok(None),
-        }
+        self.entry(offset)?.map(|v| RecordedEvent::decode_recorded_at(offset, &v)).transpose()
     }
 
     /// The offset at which event id `id` was recorded.
