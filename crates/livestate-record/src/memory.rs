@@ -37,17 +37,21 @@ pub const INDEX_CACHE_BYTES: u64 = 8 * 1024 * 1024;
 /// Block cache of the proposal store: proposals are few and small.
 pub const PROPOSALS_CACHE_BYTES: u64 = 4 * 1024 * 1024;
 
-/// Background threads of every livestate store: one, which flushes and compacts in turn.
+/// Background threads of every livestate store: two, whatever the core count.
 ///
-/// fjall starts one per core by default (at most 4). With two or more, every flush sends one
-/// compaction request per worker, and worker 0, which is kept free for flushes, hands each one
-/// it receives straight back to the shared queue. While the other workers are busy compacting,
-/// worker 0 receives the same request again at once: it spins for the whole compaction. A
-/// profile of the ingest benchmark on 2 cores (docs/BENCHMARKS.md, "The hot path, fourth
-/// pass") charged 4.4 % of all samples to that loop alone (`worker_tick` and the channel's
-/// `send`). One worker never spins; a flush waits for a running compaction at most, and
-/// fjall's write stall bounds what piles up meanwhile.
-pub const WORKER_THREADS: usize = 1;
+/// Not one. Every write to a keyspace whose memtable is over its size asks the workers to
+/// rotate it (a non-blocking send on fjall's work queue of 1,000 messages), so a busy writer
+/// fills the queue while the workers compact. The worker that then rotates the memtable sends
+/// the flush request with a *blocking* send on that same full queue: with one worker nobody is
+/// left to drain it, the worker waits forever, sealed memtables pile up and every write halts.
+/// `tests/store_memory.rs` hung exactly so (both threads parked in `flume` sends) a day after
+/// the count was lowered to one to save fjall's spinning (fjall issues #257 and #260 report
+/// the same family of hangs). With two, the other worker drains the queue. The price is the
+/// spin the fourth pass of the hot path measured (docs/BENCHMARKS.md): with two or more, each
+/// flush sends one compaction request per worker, and worker 0, kept for flushes, hands every
+/// one back to the queue while the other compacts, 4.4 % of an ingest's samples. More than two
+/// would spin more and gain nothing on the two-core machines livestate is sized for.
+pub const WORKER_THREADS: usize = 2;
 
 /// A builder for the fjall database in `path` with a block cache of `cache_bytes`, the
 /// journal limit [`JOURNAL_BYTES`] and [`WORKER_THREADS`] background threads.
