@@ -330,7 +330,7 @@ pub async fn freshness(
     let mut samples = Vec::new();
     let mut visible_through = 0;
     let derived = derive_until_done(&ls, &mut d, &done, &new_events, &mut |d| {
-        let Some((through, _)) = d.committed(FRESH_TABLE) else { return };
+        let Some(livestate_engine::Committed { through, .. }) = d.committed(FRESH_TABLE) else { return };
         if through <= visible_through {
             return;
         }

@@ -244,14 +244,13 @@ impl Derivers {
             .unwrap_or(0)
     }
 
-    /// Where a state table stands: the record offset its latest commit reflects (every event
-    /// below it) and that commit's snapshot. `None` for a name that is not a state table.
-    pub fn committed(&self, table: &str) -> Option<(u64, Option<i64>)> {
+    /// Where a state table stands. `None` for a name that is not a state table.
+    pub fn committed(&self, table: &str) -> Option<Committed> {
         self.tables
             .iter()
             .map(|t| &t.sink)
             .find(|s| s.name_in_spec() == table)
-            .map(|s| (s.committed, s.snapshot_id))
+            .map(|s| Committed { through: s.committed, snapshot_id: s.snapshot_id })
     }
 
     /// Applies up to one chunk of events from the record.
@@ -740,6 +739,15 @@ fn readers_by_slot(looked_up: &[BTreeSet<usize>]) -> Vec<Vec<usize>> {
             seen.into_iter().collect()
         })
         .collect()
+}
+
+/// Where a state table's latest commit stands ([`Derivers::committed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Committed {
+    /// The record offset the commit reflects: every event below it.
+    pub through: u64,
+    /// The commit's snapshot (`None` before the table's first commit).
+    pub snapshot_id: Option<i64>,
 }
 
 /// What one chunk applied: events read from the record and row operations they made.

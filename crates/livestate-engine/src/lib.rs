@@ -41,7 +41,7 @@ use paimon::catalog::Identifier;
 use paimon::Catalog as _;
 
 pub use catalog::Catalog;
-pub use derive::{Barrier, DeriveReport, Derivers, Progress, CATCH_UP_COMMIT_EVENTS};
+pub use derive::{Barrier, Committed, DeriveReport, Derivers, Progress, CATCH_UP_COMMIT_EVENTS};
 pub use error::{EngineError, LineError};
 pub use layout::{Layout, Status, TableProgress, WriteLock};
 pub use livestate_record::RecordError;

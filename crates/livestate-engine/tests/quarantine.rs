@@ -38,7 +38,7 @@ async fn a_failed_row_operation_is_set_aside_once_and_found_again_when_its_table
     // as a crash would: the quarantine is on disk, the table's commit is not.
     let mut d = ls.derivers().await.unwrap();
     d.step(&ls.record, &ls.spec).await.unwrap();
-    let (committed, _) = d.committed("open_orders").unwrap();
+    let committed = d.committed("open_orders").unwrap().through;
     assert!(committed <= poisoned, "open_orders was not committed past the poisoned event");
     let first = entries(&ls.layout, None, 100).unwrap();
     assert_eq!(first.len(), 1, "{first:?}");

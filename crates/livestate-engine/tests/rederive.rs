@@ -11,7 +11,7 @@ use arrow_array::Array;
 use common::{derive, example_spec, fresh, line, rows};
 use futures::TryStreamExt;
 use livestate_engine::quarantine::entries;
-use livestate_engine::{At, EngineError, Livestate, ReadRequest};
+use livestate_engine::{At, Committed, EngineError, Livestate, ReadRequest};
 use serde_json::json;
 
 /// The reservation mapping, as the example spec has it, and fixed to ignore impossible values.
@@ -104,8 +104,8 @@ async fn a_quarantined_row_is_derived_once_the_spec_is_fixed_and_the_tables_equa
     assert_eq!(entries(&ls.layout, None, 100).unwrap().len(), 1, "the bolt order is quarantined");
     assert_eq!(order_ids(&rows(&ls, "open_orders", &[]).await), vec!["o-nut"]);
     let before = ls.derivers().await.unwrap();
-    let (_, old_orders_snapshot) = before.committed("open_orders").unwrap();
-    let (_, work_queue_snapshot) = before.committed("work_queue").unwrap();
+    let old_orders_snapshot = before.committed("open_orders").unwrap().snapshot_id;
+    let work_queue_snapshot = before.committed("work_queue").unwrap().snapshot_id;
     drop(before);
 
     let fixed = edited_spec(tmp.path(), "mappings.toml", RESERVATION, RESERVATION_FIXED);
@@ -151,8 +151,12 @@ async fn a_quarantined_row_is_derived_once_the_spec_is_fixed_and_the_tables_equa
     let old = rows_at(&ls, "open_orders", At::Snapshot(old_orders_snapshot.unwrap())).await;
     assert_eq!(order_ids(&old), vec!["o-nut"]);
     let after = ls.derivers().await.unwrap();
-    assert_eq!(after.committed("work_queue").unwrap().1, work_queue_snapshot);
-    assert_eq!(after.committed("open_orders").unwrap(), (3, Some(changed)), "the derivers resume after it");
+    assert_eq!(after.committed("work_queue").unwrap().snapshot_id, work_queue_snapshot);
+    assert_eq!(
+        after.committed("open_orders").unwrap(),
+        Committed { through: 3, snapshot_id: Some(changed) },
+        "the derivers resume after it"
+    );
     drop(after);
 
     // Reopened, the fixed spec derives what comes next, and a second run changes nothing.
@@ -171,7 +175,7 @@ async fn a_quarantined_row_is_derived_once_the_spec_is_fixed_and_the_tables_equa
 }
 
 /// Where `stock` stands: the offset and snapshot of its last commit.
-async fn stock_commit(ls: &Livestate) -> (u64, Option<i64>) {
+async fn stock_commit(ls: &Livestate) -> Committed {
     ls.derivers().await.unwrap().committed("stock").unwrap()
 }
 
@@ -231,7 +235,11 @@ async fn a_table_that_never_committed_takes_its_first_snapshot_from_a_rederivati
         line(1, "commerce.reservation_changed", json!({"item": "bolt", "location": "north", "reserved": -3}));
     ls.emit(&negative, false).unwrap();
     derive(&ls).await;
-    assert_eq!(stock_commit(&ls).await, (1, None), "the guard left stock without a snapshot");
+    assert_eq!(
+        stock_commit(&ls).await,
+        Committed { through: 1, snapshot_id: None },
+        "the guard left stock without a snapshot"
+    );
 
     // The example spec, without the guard: stock's first snapshot is the OVERWRITE.
     let report = ls.rederive(Some(&example_spec()), &["stock".to_string()], &mut |_| {}).await.unwrap();
@@ -242,7 +250,7 @@ async fn a_table_that_never_committed_takes_its_first_snapshot_from_a_rederivati
     );
     let rows = rows(&ls, "stock", &[]).await;
     assert_eq!((rows.len(), &rows[0]["reserved"]), (1, &json!(-3)), "{rows:?}");
-    assert_eq!(stock_commit(&ls).await, (1, Some(2)));
+    assert_eq!(stock_commit(&ls).await, Committed { through: 1, snapshot_id: Some(2) });
     assert_eq!(changelog_of(&ls, "stock", 2, "item").await, vec![("+I".into(), "bolt".into())]);
 }
 
