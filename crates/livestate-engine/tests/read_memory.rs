@@ -55,9 +55,11 @@ async fn reads_of_large_files_leave_the_services_buffer_pool_at_its_starting_siz
     let exact_held = held_after_concurrent_reads(&exact, &path, 16, len).await;
 
     // OpenDAL reads in 2 MiB pieces, and each pooled buffer keeps the size of the largest piece
-    // it served: 16 x 2 MiB for as long as the operator lives (what a compaction reading whole
-    // data files left behind, growing over a long soak).
-    assert!(plain_held > 24 * MIB, "plain reads left {plain_held} bytes pooled");
+    // it served: up to 16 x 2 MiB for as long as the operator lives (what a compaction reading
+    // whole data files left behind, growing over a long soak). How many of the 16 reads overlap,
+    // and so how many buffers the pool ends with, depends on scheduling: a loaded machine left
+    // 10 (about 21 MiB), so the bound asks for more than the layer's worst case, not for all 16.
+    assert!(plain_held > 8 * MIB, "plain reads left {plain_held} bytes pooled");
     // Pieces of at most 256 KiB, the size pooled buffers start at: 16 x 256 KiB.
     assert!(exact_held < 5 * MIB, "exact reads left {exact_held} bytes pooled");
     eprintln!("16 concurrent reads of a 4 MiB file leave {plain_held} bytes pooled plain, {exact_held} with the layer");
