@@ -126,10 +126,12 @@ pub(crate) fn lag_at_proposal(
     if offset >= proposed {
         return Ok(Some(0));
     }
-    let (Some(first), Some(proposal)) = (s.ls.record.get(offset)?, s.ls.record.get(proposed)?) else {
+    let record = &s.ls.record;
+    let (Some(first), Some(proposal)) = (record.recorded_at_ms(offset)?, record.recorded_at_ms(proposed)?)
+    else {
         return Ok(None);
     };
-    Ok(Some(u64::try_from(proposal.recorded_at_ms - first.recorded_at_ms).unwrap_or(0)))
+    Ok(Some(u64::try_from(proposal - first).unwrap_or(0)))
 }
 
 /// Most record events [`instant`] checks between a snapshot's commit and the offset cited.
@@ -188,7 +190,7 @@ pub(crate) async fn instant_off_worker(
 /// Milliseconds between the recording of the events at offsets `a` and `b` (`b` > `a`; 0 when
 /// one is not recorded).
 fn recorded_between(s: &Shared, a: u64, b: u64) -> Result<i64, ApiError> {
-    let at = |o: u64| -> Result<Option<i64>, ApiError> { Ok(s.ls.record.get(o)?.map(|e| e.recorded_at_ms)) };
+    let at = |o: u64| -> Result<Option<i64>, ApiError> { Ok(s.ls.record.recorded_at_ms(o)?) };
     Ok(match (at(a)?, at(b.saturating_sub(1).max(a))?) {
         (Some(x), Some(y)) => y - x,
         _ => 0,

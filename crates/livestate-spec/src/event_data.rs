@@ -18,7 +18,7 @@ use serde::Deserialize;
 
 use crate::company::{EventType, FieldSpec};
 use crate::error::EventError;
-use crate::types::{exact_decimal, fit_decimal, parse_timestamp, Value, ValueType};
+use crate::types::{decimal_text, parse_timestamp, Value, ValueType};
 
 /// One field's value as it was read, before it is typed.
 enum Raw<'de> {
@@ -52,13 +52,7 @@ impl Raw<'_> {
             (Raw::Int(i), ValueType::Int) => Ok(Value::Int(i)),
             (Raw::Uint(u), ValueType::Int) if i64::try_from(u).is_ok() => Ok(Value::Int(u as i64)),
             (Raw::Bool(b), ValueType::Bool) => Ok(Value::Bool(b)),
-            (Raw::Str(s), ValueType::Decimal { precision, scale }) => {
-                match exact_decimal(s.trim()).and_then(|d| fit_decimal(d, precision, scale)) {
-                    Ok(d) => Ok(Value::Decimal(d)),
-                    // The parsed map's message.
-                    Err(_) => Value::from_json(&serde_json::Value::String(s.into_owned()), ty),
-                }
-            }
+            (Raw::Str(s), ValueType::Decimal { precision, scale }) => decimal_text(&s, precision, scale),
             (raw, ty) => Value::from_json(&raw.into_json(), ty),
         }
     }
@@ -193,11 +187,6 @@ impl<'de> Visitor<'de> for DataVisitor<'_> {
     }
 }
 
-/// Types the JSON text of a `data` object against `ty`.
-///
-/// # Errors
-/// An [`EventError`] naming `data` when the text is not an object, else the field: unknown to
-/// the type, of the wrong type, or required and missing.
 /// A JSON array of one value per column of `types` (a stored row, as [`Value::json_array`]
 /// writes it), each typed as [`Value::from_json`] types it, without a `serde_json` value between.
 pub(crate) fn typed_array(text: &[u8], types: &[ValueType]) -> Result<Vec<Value>, String> {
@@ -208,6 +197,11 @@ pub(crate) fn typed_array(text: &[u8], types: &[ValueType]) -> Result<Vec<Value>
     raw.into_iter().zip(types).map(|(r, t)| r.typed(*t)).collect()
 }
 
+/// Types the JSON text of a `data` object against `ty`.
+///
+/// # Errors
+/// An [`EventError`] naming `data` when the text is not an object, else the field: unknown to
+/// the type, of the wrong type, or required and missing.
 pub(crate) fn typed_text(text: &str, ty: &EventType) -> Result<IndexMap<String, Value>, EventError> {
     let mut de = serde_json::Deserializer::from_str(text);
     let read = de

@@ -130,8 +130,7 @@ impl Value {
                 let d = match json {
                     J::Number(n) => exact_decimal(&n.to_string())
                         .map_err(|why| format!("number {n} is not a representable decimal: {why}"))?,
-                    J::String(s) => exact_decimal(s.trim())
-                        .map_err(|why| format!("expected a decimal number, found \"{s}\": {why}"))?,
+                    J::String(s) => return decimal_text(s, precision, scale),
                     other => return Err(format!("expected a decimal number, found {}", json_kind(other))),
                 };
                 fit_decimal(d, precision, scale).map(Value::Decimal)
@@ -320,6 +319,14 @@ pub fn fit_decimal(d: Decimal, precision: u8, scale: u8) -> Result<Decimal, Stri
         return Err(format!("{d} does not fit decimal({precision},{scale})"));
     }
     Ok(r)
+}
+
+/// A decimal column's value from the text of a JSON string (`"12.50"`), as
+/// [`Value::from_json`] and the typing of event data both read it.
+pub(crate) fn decimal_text(s: &str, precision: u8, scale: u8) -> Result<Value, String> {
+    let d =
+        exact_decimal(s.trim()).map_err(|why| format!("expected a decimal number, found \"{s}\": {why}"))?;
+    fit_decimal(d, precision, scale).map(Value::Decimal)
 }
 
 /// Parses an RFC 3339 timestamp (or a naive `YYYY-MM-DDTHH:MM:SS[.fff]`, taken as UTC),
