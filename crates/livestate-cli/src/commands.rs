@@ -417,7 +417,9 @@ impl ReadCtx {
     fn parts(&self) -> (&CompanySpec, &Catalog, LagSource<'_>) {
         match self {
             ReadCtx::Owned(ls) => (&ls.spec, &ls.catalog, ls.lag_source()),
-            ReadCtx::Shared(s) => (&s.spec, &s.catalog, LagSource::Status(s.status.clone())),
+            ReadCtx::Shared(s) => {
+                (&s.spec, &s.catalog, LagSource::Status(s.status.clone().map(std::sync::Arc::new)))
+            }
         }
     }
 }

@@ -121,7 +121,7 @@ pub struct Livestate {
     pub lease: Option<std::sync::Arc<Lease>>,
     /// The derivers' progress as their loop last published it ([`Livestate::publish_status`]),
     /// fresher than the status file a serving process writes once a second.
-    live_status: std::sync::Mutex<Option<Status>>,
+    live_status: std::sync::Mutex<Option<std::sync::Arc<Status>>>,
     /// The events this process appended, typed, for its derivers (see `tail`).
     tail: std::sync::Arc<tail::Tail>,
     /// Every table's commit and writer locks in this process.
@@ -442,17 +442,19 @@ impl Livestate {
     }
 
     /// How this process measures lag: against its own record, with how far the derivers checked
-    /// it taken from what their loop last published in this process, or else the status file.
+    /// it taken from what their loop last published in this process, or else the status file
+    /// (read from disk on every call: a process that serves reads publishes before it serves).
     pub fn lag_source(&self) -> LagSource<'_> {
         let live = self.live_status.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-        LagSource::Record(&self.record, live.or_else(|| Status::load(&self.layout)))
+        LagSource::Record(&self.record, live.or_else(|| Status::load(&self.layout).map(std::sync::Arc::new)))
     }
 
     /// Makes `status` what this process's receipts measure lag from (see [`Livestate::lag_source`]):
     /// a serving process publishes its derivers' progress after every step, so a receipt does not
     /// trail the tables by the second between status files.
     pub fn publish_status(&self, status: Status) {
-        *self.live_status.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(status);
+        *self.live_status.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some(std::sync::Arc::new(status));
     }
 }
 

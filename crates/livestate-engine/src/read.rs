@@ -76,6 +76,37 @@ pub struct Rows {
 }
 
 impl Rows {
+    /// The read as the HTTP API answers it: the JSON text of
+    /// `{"columns": [...], "receipt": {...}, "rows": [{column: value, ...}, ...]}`, each row an
+    /// object as [`Rows::json_rows`] makes it (its keys in the order `serde_json` writes a map's),
+    /// written straight from the values instead of through `serde_json::Value` objects.
+    pub fn answer_json(&self) -> Vec<u8> {
+        const WRITE: &str = "writing JSON into memory cannot fail";
+        let mut by_name: Vec<usize> = (0..self.columns.len()).collect();
+        by_name.sort_by(|&a, &b| self.columns[a].cmp(&self.columns[b]));
+        let names: Vec<Vec<u8>> = self.columns.iter().map(|c| serde_json::to_vec(c).expect(WRITE)).collect();
+        let mut out = Vec::with_capacity(256 + 128 * self.rows.len() * self.columns.len().max(1));
+        out.extend_from_slice(b"{\"columns\":");
+        serde_json::to_writer(&mut out, &self.columns).expect(WRITE);
+        out.extend_from_slice(b",\"receipt\":");
+        serde_json::to_writer(&mut out, &self.receipt).expect(WRITE);
+        out.extend_from_slice(b",\"rows\":[");
+        for (i, row) in self.rows.iter().enumerate() {
+            out.extend_from_slice(if i == 0 { b"{" } else { b",{" });
+            for (j, &c) in by_name.iter().enumerate() {
+                if j > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(&names[c]);
+                out.push(b':');
+                row[c].write_json(&mut out);
+            }
+            out.push(b'}');
+        }
+        out.extend_from_slice(b"]}");
+        out
+    }
+
     /// Each row as a JSON object (decimals as strings, timestamps as `YYYY-MM-DDTHH:MM:SS.mmm`).
     pub fn json_rows(&self) -> Vec<serde_json::Value> {
         self.rows
@@ -114,17 +145,20 @@ pub struct TableInfo {
 
 /// How lag is measured: against the record (when this process may open it) or from the status
 /// file the owning process writes.
+///
+/// The status is shared, not copied: a serving process hands the same published status to
+/// every read.
 pub enum LagSource<'a> {
     /// Measured against the record; the status file (if any) says how far tables were checked.
-    Record(&'a Record, Option<Status>),
-    Status(Option<Status>),
+    Record(&'a Record, Option<std::sync::Arc<Status>>),
+    Status(Option<std::sync::Arc<Status>>),
 }
 
 impl LagSource<'_> {
     /// The writing process's last status, if any.
     pub fn status(&self) -> Option<&Status> {
         match self {
-            LagSource::Record(_, status) | LagSource::Status(status) => status.as_ref(),
+            LagSource::Record(_, status) | LagSource::Status(status) => status.as_deref(),
         }
     }
 }
@@ -856,4 +890,72 @@ async fn split_rows(
         );
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn receipt() -> Receipt {
+        Receipt {
+            table: "stock".into(),
+            snapshot_id: Some(7),
+            offset: Some(42),
+            committed_at: Some("2026-03-02T08:00:00.000".into()),
+            lag_ms: Some(0),
+            budget: "1s".into(),
+            within_budget: Some(true),
+            measured_by: "record",
+            served_by: "index",
+            identifier: 42,
+        }
+    }
+
+    /// What the HTTP API answered before `answer_json`: a `serde_json::Value` built from the
+    /// rows and serialized.
+    fn answer_through_values(rows: &Rows) -> serde_json::Value {
+        serde_json::json!({"receipt": rows.receipt, "columns": rows.columns, "rows": rows.json_rows()})
+    }
+
+    #[test]
+    fn the_answer_written_from_values_reads_as_the_one_built_from_json_values() {
+        let ts = chrono::DateTime::parse_from_rfc3339("2026-03-02T08:13:57.773Z").unwrap().to_utc();
+        let rows = Rows {
+            // Not in name order, one name needing escapes: rows' keys come out sorted.
+            columns: ["sku", "qty", "price", "ok", "at", "note \"x\"", "gone"].map(String::from).to_vec(),
+            rows: vec![
+                vec![
+                    Value::String("part-1".into()),
+                    Value::Int(-3),
+                    Value::Decimal("12.50".parse().unwrap()),
+                    Value::Bool(true),
+                    Value::Timestamp(ts),
+                    Value::String("a \"quoted\"\nline\u{7f} é".into()),
+                    Value::Null,
+                ],
+                vec![
+                    Value::String("part-2".into()),
+                    Value::Int(i64::MAX),
+                    Value::Decimal("0".parse().unwrap()),
+                    Value::Bool(false),
+                    Value::Null,
+                    Value::Null,
+                    Value::Null,
+                ],
+            ],
+            receipt: receipt(),
+        };
+        let text = rows.answer_json();
+        let parsed: serde_json::Value = serde_json::from_slice(&text).expect("valid JSON");
+        assert_eq!(parsed, answer_through_values(&rows));
+        // Rows' keys in the order serde_json writes a map's, as before.
+        let old = serde_json::to_string(&answer_through_values(&rows)).unwrap();
+        let old_rows = &old[old.find("\"rows\":").unwrap()..];
+        let text = String::from_utf8(text).unwrap();
+        assert!(text.ends_with(old_rows), "{text}\n{old_rows}");
+
+        let empty = Rows { columns: vec!["sku".into()], rows: Vec::new(), receipt: receipt() };
+        let parsed: serde_json::Value = serde_json::from_slice(&empty.answer_json()).unwrap();
+        assert_eq!(parsed, answer_through_values(&empty));
+    }
 }

@@ -170,7 +170,19 @@ struct PrincipalsFile {
 
 /// Lower-case hex SHA-256 of `token`.
 pub fn hash_token(token: &str) -> String {
-    Sha256::digest(token.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    hex(&Sha256::digest(token.as_bytes()))
+}
+
+/// Lower-case hex of `bytes`. Every request hashes its token, so this writes digits from a table
+/// (a `format!` per byte was a third of authenticating).
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(2 * bytes.len());
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    out
 }
 
 /// A new random token: `lst_` and 192 random bits in hex.
@@ -180,7 +192,7 @@ pub fn hash_token(token: &str) -> String {
 pub fn new_token() -> String {
     let mut bytes = [0u8; 24];
     getrandom::fill(&mut bytes).expect("the operating system provides randomness");
-    format!("lst_{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+    format!("lst_{}", hex(&bytes))
 }
 
 fn load_entries(path: &Path) -> Result<Vec<PrincipalEntry>, AuthError> {
@@ -367,6 +379,16 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_hashes_are_lower_case_sha256_hex_as_stored_principals_files_hold_them() {
+        // The SHA-256 test vector of FIPS 180-2: a principals file written by any earlier
+        // version keeps matching its tokens.
+        assert_eq!(hash_token("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        let token = new_token();
+        assert!(token.starts_with("lst_") && token.len() == 4 + 48, "{token}");
+        assert!(token[4..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)), "{token}");
+    }
 
     #[test]
     fn roles_hold_exactly_their_permissions() {

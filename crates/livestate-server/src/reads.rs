@@ -131,7 +131,7 @@ pub(crate) async fn rows(
     caller: Caller,
     UrlPath(table): UrlPath<String>,
     Query(params): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     caller.require(Permission::Read)?;
     let mut at = At::Latest;
     let (mut keys, mut condition, mut limit) = (Vec::new(), None, None);
@@ -150,7 +150,7 @@ pub(crate) async fn rows(
         }
     }
     let rows = read_rows(&s, &table, keys, condition.as_deref(), limit, at).await?;
-    Ok(Json(rows_json(&rows)))
+    Ok(([(header::CONTENT_TYPE, "application/json")], rows.answer_json()).into_response())
 }
 
 /// One table of a consistent read.
