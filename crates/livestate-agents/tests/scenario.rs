@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use livestate_agents::procurement::ProcurementAgent;
 use livestate_client::Client;
+use livestate_testkit::eventually;
 use serde_json::{json, Value};
 
 fn event(id: &str, ty: &str, data: Value, causation: Option<&str>) -> String {
@@ -20,34 +21,7 @@ fn event(id: &str, ty: &str, data: Value, causation: Option<&str>) -> String {
 }
 
 fn spec(dir: &Path) -> std::path::PathBuf {
-    let src = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"))
-        .join("../../examples/company");
-    let out = dir.join("spec");
-    std::fs::create_dir_all(&out).unwrap();
-    for e in std::fs::read_dir(&src).unwrap() {
-        let p = e.unwrap().path();
-        let text = std::fs::read_to_string(&p).unwrap().replace(
-            "freshness = \"5m\"\noptions = { \"merge-engine\" = \"partial-update\"",
-            "freshness = \"200ms\"\noptions = { \"merge-engine\" = \"partial-update\"",
-        );
-        std::fs::write(out.join(p.file_name().unwrap()), text).unwrap();
-    }
-    out
-}
-
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    livestate_testkit::example_spec().freshness("stock", "200ms").write(&dir.join("spec"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

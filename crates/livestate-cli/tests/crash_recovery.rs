@@ -144,17 +144,12 @@ fn kill_9_during_compaction_or_expiry_keeps_every_row_and_leftovers_are_cleaned(
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("d");
     // No compaction while deriving (a trigger never reached), one snapshot retained after expiry.
-    let spec = tmp.path().join("spec");
-    std::fs::create_dir_all(&spec).unwrap();
-    let examples = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
-        .join("../../examples/company");
-    for name in ["events.toml", "mappings.toml", "tables.toml"] {
-        let text = std::fs::read_to_string(examples.join(name)).unwrap().replace(
-            "bucket = \"",
-            "\"num-sorted-run.compaction-trigger\" = \"1000\", \"snapshot.num-retained.min\" = \"1\", \"snapshot.time-retained\" = \"1 ms\", bucket = \"",
-        );
-        std::fs::write(spec.join(name), text).unwrap();
-    }
+    let spec = livestate_testkit::example_spec()
+        .only(&["events.toml", "mappings.toml", "tables.toml"])
+        .option_everywhere("num-sorted-run.compaction-trigger", "1000")
+        .option_everywhere("snapshot.num-retained.min", "1")
+        .option_everywhere("snapshot.time-retained", "1 ms")
+        .write(&tmp.path().join("spec"));
     ok(livestate(&dir, &["init", "--spec", spec.to_str().unwrap()]));
     let cfg = livestate_sim::SimConfig { items: 60, orders: 3000, jobs: 200, ..Default::default() };
     let events = livestate_sim::company_events(&cfg);

@@ -30,6 +30,7 @@ use common::livestate;
 use livestate_client::Client;
 use livestate_record::{Record, RecordedEvent};
 use livestate_sim::Rng;
+use livestate_testkit::free_port;
 use serde_json::{json, Value};
 
 /// The tables the model folds, with the columns it checks (key columns first).
@@ -171,11 +172,7 @@ fn table_name(t: &str) -> &'static str {
 // The binary and the server.
 
 fn token(dir: &Path, name: &str, scopes: &[&str]) -> String {
-    let mut args = vec!["token", "add", name];
-    for s in scopes {
-        args.extend(["--scope", s]);
-    }
-    livestate(dir, &args).trim().to_string()
+    livestate_testkit::token(&common::binary(), dir, name, scopes)
 }
 
 struct Server {
@@ -213,10 +210,6 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// The example company with every budget at one second (commits every eighth of it), compaction

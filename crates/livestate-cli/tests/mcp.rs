@@ -7,8 +7,9 @@
 mod common;
 
 use common::{python, repo};
+use livestate_testkit::Child as Server;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -19,21 +20,8 @@ fn livestate(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn token(dir: &Path, name: &str, scopes: &[&str]) -> String {
-    let mut args = vec!["token", "add", "--dir", dir.to_str().unwrap(), name];
-    for s in scopes {
-        args.extend(["--scope", s]);
-    }
-    livestate(&args)
+    livestate_testkit::token(&common::binary(), dir, name, scopes)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

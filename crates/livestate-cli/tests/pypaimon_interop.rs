@@ -86,15 +86,12 @@ fn pypaimon_reads_the_same_rows_as_livestate() {
 
 /// The example spec with short retention and an eager compaction trigger on every table.
 fn short_retention_spec(dir: &Path) {
-    std::fs::create_dir_all(dir).unwrap();
-    for name in ["events.toml", "mappings.toml", "tables.toml"] {
-        let text = std::fs::read_to_string(repo().join("examples/company").join(name)).unwrap();
-        let text = text.replace(
-            "bucket = \"",
-            "\"snapshot.num-retained.min\" = \"2\", \"snapshot.time-retained\" = \"1 ms\", \"num-sorted-run.compaction-trigger\" = \"3\", bucket = \"",
-        );
-        std::fs::write(dir.join(name), text).unwrap();
-    }
+    livestate_testkit::example_spec()
+        .only(&["events.toml", "mappings.toml", "tables.toml"])
+        .option_everywhere("snapshot.num-retained.min", "2")
+        .option_everywhere("snapshot.time-retained", "1 ms")
+        .option_everywhere("num-sorted-run.compaction-trigger", "3")
+        .write(dir);
 }
 
 #[test]

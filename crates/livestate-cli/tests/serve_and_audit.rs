@@ -5,9 +5,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use livestate_testkit::{free_port, Child as Server};
 use serde_json::json;
 
 fn livestate(args: &[&str]) -> (i32, String, String) {
@@ -20,25 +21,7 @@ fn livestate(args: &[&str]) -> (i32, String, String) {
 }
 
 fn token(dir: &Path, name: &str, scopes: &[&str]) -> String {
-    let mut args = vec!["token", "add", "--dir", dir.to_str().unwrap(), name];
-    for s in scopes {
-        args.extend(["--scope", s]);
-    }
-    let (code, out, err) = livestate(&args);
-    assert_eq!(code, 0, "{err}");
-    out.trim().to_string()
-}
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    livestate_testkit::token(&common::binary(), dir, name, scopes)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

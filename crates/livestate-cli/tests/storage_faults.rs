@@ -13,6 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use livestate_testkit::{free_port, Child as Server};
 use serde_json::{json, Value};
 
 /// The fault shim, compiled once per test run.
@@ -264,19 +265,6 @@ fn failed_fsync_of_the_record_is_never_acknowledged_and_a_retry_records_each_eve
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(printed_offsets(&out.stdout), (50..100).collect::<Vec<_>>());
     assert_eq!(recorded_ids(&dir), [ids(&first), ids(&second)].concat());
-}
-
-struct Server(std::process::Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 async fn start_server(
@@ -613,16 +601,10 @@ fn tail_of(path: &str) -> &str {
 #[test]
 fn damaged_paimon_files_are_named_by_reads_derivation_compaction_and_verify() {
     let tmp = tempfile::tempdir().unwrap();
-    let spec = tmp.path().join("spec");
-    std::fs::create_dir_all(&spec).unwrap();
-    let examples = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
-        .join("../../examples/company");
-    for name in ["events.toml", "mappings.toml", "tables.toml"] {
-        let text = std::fs::read_to_string(examples.join(name))
-            .unwrap()
-            .replace("bucket = \"", "\"num-sorted-run.compaction-trigger\" = \"1000\", bucket = \"");
-        std::fs::write(spec.join(name), text).unwrap();
-    }
+    let spec = livestate_testkit::example_spec()
+        .only(&["events.toml", "mappings.toml", "tables.toml"])
+        .option_everywhere("num-sorted-run.compaction-trigger", "1000")
+        .write(&tmp.path().join("spec"));
     let base = tmp.path().join("base");
     ok(&mut livestate(&base, &["init", "--spec", spec.to_str().unwrap()]));
     emit_sim(&base, 400);

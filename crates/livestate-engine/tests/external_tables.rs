@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int8Array, RecordBatch, StringArray, TimestampMillisecondArray};
 use arrow_schema::{DataType, Field, Schema};
-use common::{derive, example_spec, line, rows};
+use common::{derive, line, rows};
 use livestate_engine::flink::{flink_sql, FlinkTarget};
 use livestate_engine::{At, EngineError, Livestate, ReadRequest};
 use paimon::catalog::Identifier;
@@ -20,26 +20,20 @@ const FLINK_USER: &str = "flink-job-7f3a";
 
 /// The example company's spec, with `derived_by = "external"` on each of `external`.
 fn spec_with_external(root: &Path, external: &[&str]) -> PathBuf {
-    let dir = root.join("spec");
-    std::fs::create_dir_all(&dir).unwrap();
-    for f in std::fs::read_dir(example_spec()).unwrap() {
-        let f = f.unwrap().path();
-        std::fs::copy(&f, dir.join(f.file_name().unwrap())).unwrap();
+    let mut files = livestate_testkit::example_spec();
+    for t in external {
+        files = files.derived_externally(t);
     }
-    mark_external(&dir, external);
-    dir
+    files.write(&root.join("spec"))
 }
 
 /// Adds `derived_by = "external"` under `[tables.<t>]` in the spec directory's tables.toml.
 fn mark_external(spec_dir: &Path, external: &[&str]) {
-    let path = spec_dir.join("tables.toml");
-    let mut text = std::fs::read_to_string(&path).unwrap();
+    let mut files = livestate_testkit::SpecFiles::load(spec_dir);
     for t in external {
-        let header = format!("[tables.{t}]\n");
-        assert!(text.contains(&header), "{t} is a table of the example");
-        text = text.replace(&header, &format!("{header}derived_by = \"external\"\n"));
+        files = files.derived_externally(t);
     }
-    std::fs::write(&path, text).unwrap();
+    files.save();
 }
 
 fn risk(n: u32, supplier: &str, level: &str) -> String {

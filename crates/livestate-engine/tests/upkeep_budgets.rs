@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{example_spec, line, rows};
+use common::{line, rows};
 use livestate_engine::Livestate;
 use serde_json::json;
 
@@ -15,18 +15,13 @@ async fn eager() -> (tempfile::TempDir, Livestate) {
 
 async fn with_retention(min_snapshots: u32) -> (tempfile::TempDir, Livestate) {
     let dir = tempfile::tempdir().unwrap();
-    let spec = dir.path().join("spec");
-    std::fs::create_dir_all(&spec).unwrap();
-    for name in ["events.toml", "mappings.toml", "tables.toml"] {
-        let mut text = std::fs::read_to_string(example_spec().join(name)).unwrap().replace(
-            "bucket = \"",
-            &format!("\"num-sorted-run.compaction-trigger\" = \"3\", \"snapshot.num-retained.min\" = \"{min_snapshots}\", \"snapshot.time-retained\" = \"1 ms\", bucket = \""),
-        );
-        if name == "tables.toml" {
-            text = text.replace("freshness = \"1s\"", "freshness = \"200ms\"");
-        }
-        std::fs::write(spec.join(name), text).unwrap();
-    }
+    let spec = livestate_testkit::example_spec()
+        .only(&["events.toml", "mappings.toml", "tables.toml"])
+        .option_everywhere("num-sorted-run.compaction-trigger", "3")
+        .option_everywhere("snapshot.num-retained.min", &min_snapshots.to_string())
+        .option_everywhere("snapshot.time-retained", "1 ms")
+        .freshness("approval_inbox", "200ms")
+        .write(&dir.path().join("spec"));
     let ls = Livestate::init(&dir.path().join("d"), &spec).await.unwrap();
     (dir, ls)
 }

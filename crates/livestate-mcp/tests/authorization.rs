@@ -67,19 +67,7 @@ impl Server {
 
 /// The example company's spec, `stock` at a 200 ms budget so reads see new events quickly.
 fn spec(dir: &Path) -> PathBuf {
-    let src = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
-        .join("../../examples/company");
-    let out = dir.join("spec");
-    std::fs::create_dir_all(&out).unwrap();
-    for e in std::fs::read_dir(&src).unwrap() {
-        let p = e.unwrap().path();
-        let text = std::fs::read_to_string(&p).unwrap().replace(
-            "freshness = \"5m\"\noptions = { \"merge-engine\" = \"partial-update\"",
-            "freshness = \"200ms\"\noptions = { \"merge-engine\" = \"partial-update\"",
-        );
-        std::fs::write(out.join(p.file_name().unwrap()), text).unwrap();
-    }
-    out
+    livestate_testkit::example_spec().freshness("stock", "200ms").write(&dir.join("spec"))
 }
 
 /// Initialises a directory, issues a token per principal (revoking `agent:retired`'s), and

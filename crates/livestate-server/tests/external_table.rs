@@ -27,14 +27,7 @@ async fn a_handed_over_table_is_served_cited_and_audited_but_never_written() {
     server.stop().await;
 
     // The handover: the stored spec now says another engine derives supplier_risk.
-    let tables = server.dir.join("spec/tables.toml");
-    let text = std::fs::read_to_string(&tables).unwrap();
-    assert!(text.contains("[tables.supplier_risk]\n"));
-    std::fs::write(
-        &tables,
-        text.replace("[tables.supplier_risk]\n", "[tables.supplier_risk]\nderived_by = \"external\"\n"),
-    )
-    .unwrap();
+    livestate_testkit::SpecFiles::load(&server.dir.join("spec")).derived_externally("supplier_risk").save();
     let snapshots_at_handover = risk_snapshots(&server.dir);
     assert!(!snapshots_at_handover.is_empty());
     server.serve(livestate_server::ServeConfig::default()).await;

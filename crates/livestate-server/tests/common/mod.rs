@@ -62,29 +62,14 @@ impl TestServer {
 /// during a test), `work_queue` at 200 ms, and the `inbound` input of `stock_replenishment`
 /// needed within 1 ms (so a test can read it staler than needed).
 pub fn spec(dir: &Path) -> PathBuf {
-    let src = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
-        .join("../../examples/company");
-    let out = dir.join("spec");
-    std::fs::create_dir_all(&out).unwrap();
-    for e in std::fs::read_dir(&src).unwrap() {
-        let p = e.unwrap().path();
-        let text = std::fs::read_to_string(&p)
-            .unwrap()
-            .replace(
-                "freshness = \"5m\"\noptions = { \"merge-engine\" = \"partial-update\", bucket = \"2\" }",
-                "freshness = \"200ms\"\noptions = { \"merge-engine\" = \"partial-update\", bucket = \"2\", \"snapshot.num-retained.min\" = \"2\", \"snapshot.num-retained.max\" = \"10\", \"snapshot.time-retained\" = \"1 ms\" }",
-            )
-            .replace(
-                "freshness = \"1m\"\noptions = { \"merge-engine\" = \"deduplicate\", bucket = \"1\" }",
-                "freshness = \"200ms\"\noptions = { \"merge-engine\" = \"deduplicate\", bucket = \"1\" }",
-            )
-            .replace(
-                "column = \"inbound\"\nkey = { item = \"item\", location = \"location\" }\nneed = \"1m\"",
-                "column = \"inbound\"\nkey = { item = \"item\", location = \"location\" }\nneed = \"1ms\"",
-            );
-        std::fs::write(out.join(p.file_name().unwrap()), text).unwrap();
-    }
-    out
+    livestate_testkit::example_spec()
+        .freshness("stock", "200ms")
+        .option("stock", "snapshot.num-retained.min", "2")
+        .option("stock", "snapshot.num-retained.max", "10")
+        .option("stock", "snapshot.time-retained", "1 ms")
+        .freshness("work_queue", "200ms")
+        .need("stock_replenishment", "inbound", "1ms")
+        .write(&dir.join("spec"))
 }
 
 /// Initialises a directory, issues a token per principal, and starts serving it.
@@ -141,21 +126,8 @@ pub fn caused(id: &str, ty: &str, data: Value, causation: &str) -> String {
         + "\n"
 }
 
-/// Polls `f` until it returns `Some`, for up to 30 s.
-pub async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+#[allow(unused_imports)] // Not every test binary polls.
+pub use livestate_testkit::eventually;
 
 /// Counts `on_hand` of bolt at north (as an administrator) and commits it with a consistent
 /// read; returns the stock snapshot and the row as read.
