@@ -216,23 +216,14 @@ impl Drop for Server {
 /// after three sorted runs and snapshots expiring after two seconds, so that within a few seconds of
 /// load the server commits, compacts, expires and pins tags many times over.
 fn busy_spec(into: &Path) {
-    std::fs::create_dir_all(into).unwrap();
-    let examples = common::repo().join("examples/company");
-    for name in ["events.toml", "mappings.toml", "tables.toml"] {
-        let text = std::fs::read_to_string(examples.join(name)).unwrap();
-        let text: String = text
-            .lines()
-            .map(|l| if l.starts_with("freshness = ") { "freshness = \"1s\"".to_string() } else { l.to_string() })
-            .map(|l| {
-                l.replace(
-                    "bucket = \"",
-                    "\"num-sorted-run.compaction-trigger\" = \"3\", \"snapshot.num-retained.min\" = \"3\", \"snapshot.num-retained.max\" = \"20\", \"snapshot.time-retained\" = \"2 s\", bucket = \"",
-                )
-            })
-            .map(|l| l + "\n")
-            .collect();
-        std::fs::write(into.join(name), text).unwrap();
-    }
+    livestate_testkit::example_spec()
+        .only(&["events.toml", "mappings.toml", "tables.toml"])
+        .freshness_everywhere("1s")
+        .option_everywhere("num-sorted-run.compaction-trigger", "3")
+        .option_everywhere("snapshot.num-retained.min", "3")
+        .option_everywhere("snapshot.num-retained.max", "20")
+        .option_everywhere("snapshot.time-retained", "2 s")
+        .write(into);
 }
 
 /// The module events the load sends, in order: the example company's stream with the work-queue

@@ -90,8 +90,7 @@ impl SpecFiles {
         self
     }
 
-    /// Option `key` of every table's Paimon options.
-    pub fn option_everywhere(mut self, key: &str, value: &str) -> SpecFiles {
+    fn table_names(&self) -> Vec<String> {
         let names: Vec<String> = self
             .files
             .values()
@@ -99,7 +98,20 @@ impl SpecFiles {
             .flat_map(|t| t.keys().cloned())
             .collect();
         assert!(!names.is_empty(), "the spec has no tables");
-        for name in names {
+        names
+    }
+
+    /// Every table's freshness budget.
+    pub fn freshness_everywhere(mut self, budget: &str) -> SpecFiles {
+        for name in self.table_names() {
+            self = self.freshness(&name, budget);
+        }
+        self
+    }
+
+    /// Option `key` of every table's Paimon options.
+    pub fn option_everywhere(mut self, key: &str, value: &str) -> SpecFiles {
+        for name in self.table_names() {
             self = self.option(&name, key, value);
         }
         self
@@ -184,6 +196,11 @@ mod tests {
             .derived_externally("supplier_risk")
             .need("stock_replenishment", "inbound", "1ms");
         let f = reread(&f);
+        let everywhere = reread(&example_spec().freshness_everywhere("1s"));
+        for t in ["stock", "supplier_risk", "item_first_seen"] {
+            let budget = get(&everywhere, &["tables", t, "freshness"]).and_then(toml::Value::as_str);
+            assert_eq!(budget, Some("1s"), "{t}");
+        }
         let s = |path: &[&str]| get(&f, path).and_then(toml::Value::as_str).map(str::to_string);
         assert_eq!(s(&["tables", "stock", "freshness"]).as_deref(), Some("200ms"));
         assert_eq!(s(&["tables", "stock", "options", "snapshot.num-retained.min"]).as_deref(), Some("2"));
