@@ -290,3 +290,207 @@ impl ClosedWindow {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use livestate_spec::CompanySpec;
+
+    use super::*;
+
+    /// The example company's spec and a fresh lookup index for it.
+    fn setup() -> (tempfile::TempDir, CompanySpec, Arc<Index>) {
+        let spec =
+            CompanySpec::load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/company"))
+                .expect("the example spec loads");
+        let tmp = tempfile::tempdir().unwrap();
+        let index = Arc::new(Index::open(&tmp.path().join("index"), &spec).unwrap());
+        (tmp, spec, index)
+    }
+
+    fn tracking(spec: &CompanySpec, table: &str, index: &Arc<Index>) -> Tracking {
+        Tracking::new(spec.table(table).expect("a table of the example"), Vec::new(), Arc::clone(index))
+            .unwrap()
+    }
+
+    /// A full-width row of `table` with `cells` set and every other column null.
+    fn row(spec: &CompanySpec, table: &str, cells: &[(&str, Value)]) -> Vec<Value> {
+        let ts = spec.table(table).unwrap();
+        let mut out = vec![Value::Null; ts.columns.len()];
+        for (col, v) in cells {
+            out[ts.columns.get_index_of(*col).unwrap_or_else(|| panic!("no column {col}"))] = v.clone();
+        }
+        out
+    }
+
+    fn s(v: &str) -> Value {
+        Value::String(v.into())
+    }
+
+    /// Closes the open window and commits it to the index as commit `id`, as a commit task does.
+    fn commit(t: &mut Tracking, id: u64) -> Arc<ClosedWindow> {
+        let closed = t.close();
+        let meta = IndexMeta { identifier: id, snapshot_id: Some(id as i64), committed_at_ms: Some(0) };
+        closed.apply_to_index(meta, 0).unwrap();
+        t.closed(true);
+        closed
+    }
+
+    fn owned(changes: Vec<(RowKind, &Vec<Value>)>) -> Vec<(RowKind, Vec<Value>)> {
+        changes.into_iter().map(|(k, r)| (k, r.clone())).collect()
+    }
+
+    #[test]
+    fn a_partial_update_window_hands_paimon_one_merged_row_per_key_and_the_changelog_whole_rows() {
+        let (_tmp, spec, index) = setup();
+        let mut t = tracking(&spec, "stock", &index);
+        let stock = |item: &str, cells: &[(&str, Value)]| {
+            let mut all = vec![("item", s(item)), ("location", s("north"))];
+            all.extend_from_slice(cells);
+            row(&spec, "stock", &all)
+        };
+        t.apply(RowKind::Insert, &stock("bolt", &[("on_hand", Value::Int(5))])).unwrap();
+        t.apply(RowKind::Insert, &stock("bolt", &[("reserved", Value::Int(2))])).unwrap();
+        t.apply(RowKind::Insert, &stock("nut", &[("on_hand", Value::Int(1))])).unwrap();
+        assert_eq!(t.keys(), 2);
+        let bolt = stock("bolt", &[("on_hand", Value::Int(5)), ("reserved", Value::Int(2))]);
+        let nut = stock("nut", &[("on_hand", Value::Int(1))]);
+        let first = commit(&mut t, 10);
+        // Keys in order; nothing was committed before, so every change is an insert.
+        let rows: Vec<KindRow> = first.rows().collect();
+        assert_eq!(rows, vec![(RowKind::Insert, bolt.clone()), (RowKind::Insert, nut.clone())]);
+        assert_eq!(
+            owned(first.changes()),
+            vec![(RowKind::Insert, bolt.clone()), (RowKind::Insert, nut.clone())]
+        );
+        assert_eq!(index.get("stock", &index.key_of("stock", &bolt).unwrap()).unwrap(), Some(bolt.clone()));
+
+        // The next window: bolt's row at the last commit comes from the window just committed,
+        // Paimon gets only what this window set (it merges the rest), the changelog whole rows.
+        t.apply(RowKind::Insert, &stock("bolt", &[("on_hand", Value::Int(7))])).unwrap();
+        let bolt_now = stock("bolt", &[("on_hand", Value::Int(7)), ("reserved", Value::Int(2))]);
+        let second = commit(&mut t, 20);
+        assert_eq!(
+            second.rows().collect::<Vec<_>>(),
+            vec![(RowKind::Insert, stock("bolt", &[("on_hand", Value::Int(7))]))]
+        );
+        assert_eq!(
+            owned(second.changes()),
+            vec![(RowKind::UpdateBefore, bolt), (RowKind::UpdateAfter, bolt_now.clone())]
+        );
+
+        // A third window reads nut's committed row back from the index (the last window did not
+        // touch it); setting a column to the value it has changes nothing and writes nothing.
+        t.apply(RowKind::Insert, &stock("nut", &[("on_hand", Value::Int(1))])).unwrap();
+        t.apply(RowKind::Insert, &stock("bolt", &[("on_hand", Value::Int(8))])).unwrap();
+        let third = commit(&mut t, 30);
+        let bolt_last = stock("bolt", &[("on_hand", Value::Int(8)), ("reserved", Value::Int(2))]);
+        assert_eq!(
+            third.rows().collect::<Vec<_>>(),
+            vec![(RowKind::Insert, stock("bolt", &[("on_hand", Value::Int(8))]))]
+        );
+        assert_eq!(
+            owned(third.changes()),
+            vec![(RowKind::UpdateBefore, bolt_now), (RowKind::UpdateAfter, bolt_last)]
+        );
+        assert_eq!(index.get("stock", &index.key_of("stock", &nut).unwrap()).unwrap(), Some(nut));
+        assert_eq!(index.meta("stock").unwrap().map(|m| m.identifier), Some(30));
+    }
+
+    #[test]
+    fn an_aggregation_window_writes_its_own_aggregate_while_the_changelog_shows_running_totals() {
+        let (_tmp, spec, index) = setup();
+        let mut t = tracking(&spec, "reservations_total", &index);
+        let reserve = |qty: i64| {
+            row(
+                &spec,
+                "reservations_total",
+                &[("item", s("bolt")), ("reserved_qty", Value::Int(qty)), ("open_lines", Value::Int(1))],
+            )
+        };
+        let total = |qty: i64, lines: i64| {
+            row(
+                &spec,
+                "reservations_total",
+                &[("item", s("bolt")), ("reserved_qty", Value::Int(qty)), ("open_lines", Value::Int(lines))],
+            )
+        };
+        t.apply(RowKind::Insert, &reserve(3)).unwrap();
+        t.apply(RowKind::Insert, &reserve(4)).unwrap();
+        let first = commit(&mut t, 1);
+        assert_eq!(first.rows().collect::<Vec<_>>(), vec![(RowKind::Insert, total(7, 2))]);
+        t.apply(RowKind::Insert, &reserve(5)).unwrap();
+        let second = commit(&mut t, 2);
+        // Paimon merges this with the committed 7: writing the running 12 would count 7 twice.
+        assert_eq!(second.rows().collect::<Vec<_>>(), vec![(RowKind::Insert, total(5, 1))]);
+        assert_eq!(
+            owned(second.changes()),
+            vec![(RowKind::UpdateBefore, total(7, 2)), (RowKind::UpdateAfter, total(12, 3))]
+        );
+    }
+
+    #[test]
+    fn a_deduplicate_delete_reaches_paimon_as_the_key_alone_unless_the_window_sets_the_row_again() {
+        let (_tmp, spec, index) = setup();
+        let mut t = tracking(&spec, "open_orders", &index);
+        let line = |order: &str, qty: i64| {
+            row(
+                &spec,
+                "open_orders",
+                &[("order_id", s(order)), ("line", Value::Int(1)), ("qty", Value::Int(qty))],
+            )
+        };
+        let key_only =
+            |order: &str| row(&spec, "open_orders", &[("order_id", s(order)), ("line", Value::Int(1))]);
+        t.apply(RowKind::Insert, &line("o1", 2)).unwrap();
+        t.apply(RowKind::Insert, &line("o2", 3)).unwrap();
+        commit(&mut t, 1);
+
+        // o1 deleted; o2 deleted then placed again; o3 placed then deleted within the window.
+        t.apply(RowKind::Delete, &line("o1", 2)).unwrap();
+        t.apply(RowKind::Delete, &line("o2", 3)).unwrap();
+        t.apply(RowKind::Insert, &line("o2", 4)).unwrap();
+        t.apply(RowKind::Insert, &line("o3", 1)).unwrap();
+        t.apply(RowKind::Delete, &line("o3", 1)).unwrap();
+        let w = commit(&mut t, 2);
+        assert_eq!(
+            w.rows().collect::<Vec<_>>(),
+            vec![(RowKind::Delete, key_only("o1")), (RowKind::Insert, line("o2", 4))],
+            "o3 never reached a commit, so Paimon hears nothing of it"
+        );
+        assert_eq!(
+            owned(w.changes()),
+            vec![
+                (RowKind::Delete, line("o1", 2)),
+                (RowKind::UpdateBefore, line("o2", 3)),
+                (RowKind::UpdateAfter, line("o2", 4)),
+            ]
+        );
+        assert_eq!(
+            index.get("open_orders", &index.key_of("open_orders", &line("o1", 2)).unwrap()).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn a_failed_commit_leaves_rows_at_the_last_commit_to_the_index() {
+        let (_tmp, spec, index) = setup();
+        let mut t = tracking(&spec, "work_queue", &index);
+        let job = |status: &str| row(&spec, "work_queue", &[("job_id", s("j1")), ("status", s(status))]);
+        t.apply(RowKind::Insert, &job("released")).unwrap();
+        commit(&mut t, 1);
+        t.apply(RowKind::Insert, &job("blocked")).unwrap();
+        // Closed, but its commit failed: nothing moved the index.
+        let failed = t.close();
+        assert_eq!(failed.rows().count(), 1);
+        t.closed(false);
+        t.apply(RowKind::Insert, &job("done")).unwrap();
+        let w = commit(&mut t, 2);
+        assert_eq!(
+            owned(w.changes()),
+            vec![(RowKind::UpdateBefore, job("released")), (RowKind::UpdateAfter, job("done"))],
+            "the row at the last commit is the index's, not the failed window's"
+        );
+    }
+}
