@@ -26,7 +26,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::livestate;
+use common::{livestate, token};
 use livestate_client::Client;
 use livestate_record::{Record, RecordedEvent};
 use livestate_sim::Rng;
@@ -170,10 +170,6 @@ fn table_name(t: &str) -> &'static str {
 
 // ---------------------------------------------------------------------------------------------
 // The binary and the server.
-
-fn token(dir: &Path, name: &str, scopes: &[&str]) -> String {
-    livestate_testkit::token(&common::binary(), dir, name, scopes)
-}
 
 struct Server {
     child: Child,

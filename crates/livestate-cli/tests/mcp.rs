@@ -6,9 +6,8 @@
 
 mod common;
 
-use common::{python, repo};
+use common::{python, repo, token};
 use livestate_testkit::Child as Server;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -18,10 +17,6 @@ fn livestate(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_livestate")).args(args).output().unwrap();
     assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
-fn token(dir: &Path, name: &str, scopes: &[&str]) -> String {
-    livestate_testkit::token(&common::binary(), dir, name, scopes)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

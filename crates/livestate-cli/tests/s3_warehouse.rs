@@ -11,14 +11,14 @@ mod common;
 use common::{canonical, python, repo};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 /// moto's S3 server on a free loopback port, stopped on drop.
 struct S3Server {
-    child: Child,
+    _child: livestate_testkit::Child,
     endpoint: String,
     python: String,
 }
@@ -46,7 +46,11 @@ impl S3Server {
             assert!(started.elapsed() < Duration::from_secs(30), "moto_server did not listen on {port}");
             std::thread::sleep(Duration::from_millis(100));
         }
-        S3Server { child, endpoint: format!("http://127.0.0.1:{port}"), python }
+        S3Server {
+            _child: livestate_testkit::Child(child),
+            endpoint: format!("http://127.0.0.1:{port}"),
+            python,
+        }
     }
 
     fn env(&self) -> Vec<(&'static str, String)> {
@@ -82,13 +86,6 @@ impl S3Server {
              print(json.dumps(out))"
         ));
         serde_json::from_str(&out).unwrap()
-    }
-}
-
-impl Drop for S3Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -4,10 +4,10 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::token;
 use livestate_testkit::{free_port, Child as Server};
 use serde_json::json;
 
@@ -18,10 +18,6 @@ fn livestate(args: &[&str]) -> (i32, String, String) {
         String::from_utf8(out.stdout).unwrap(),
         String::from_utf8(out.stderr).unwrap(),
     )
-}
-
-fn token(dir: &Path, name: &str, scopes: &[&str]) -> String {
-    livestate_testkit::token(&common::binary(), dir, name, scopes)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,8 +94,8 @@ async fn the_sheet_command_prints_each_input_what_changed_the_arithmetic_and_the
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("d");
     assert_eq!(livestate(&["init", "--dir", dir.to_str().unwrap()]).0, 0);
-    let admin = common::token(&dir, "admin", &[]);
-    let agent = common::token(&dir, "agent:procurement", &[]);
+    let admin = token(&dir, "admin", &[]);
+    let agent = token(&dir, "agent:procurement", &[]);
     let served = common::Served::start(&dir);
     let as_admin = livestate_client::Client::new(&served.url, &admin).unwrap();
     let as_agent = livestate_client::Client::new(&served.url, &agent).unwrap();
@@ -176,7 +172,7 @@ async fn the_sheet_command_prints_each_input_what_changed_the_arithmetic_and_the
     assert_eq!(code, 2, "an unknown proposal is the caller's mistake: {err}");
 
     // The kind's history: one approved decision, on hand recounted before it.
-    let ana = common::token(&dir, "person:ana", &["procurement"]);
+    let ana = token(&dir, "person:ana", &["procurement"]);
     livestate_client::Client::new(&served.url, &ana).unwrap().decide(&id, true, "ok").await.unwrap();
     let args =
         ["sheet", "--kind", "stock_replenishment", "--since", "1d", "--url", &served.url, "--token", &ana];

@@ -49,21 +49,20 @@ pub fn schemathesis_python() -> String {
 
 /// `livestate serve --dir DIR` on a free loopback port, killed when dropped.
 pub struct Served {
-    pub child: std::process::Child,
+    pub child: livestate_testkit::Child,
     pub url: String,
 }
 
 impl Served {
     /// Starts serving `dir` and waits (up to a minute) until `/v1/health` answers.
     pub fn start(dir: &std::path::Path) -> Served {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let listen = format!("127.0.0.1:{port}");
+        let listen = format!("127.0.0.1:{}", livestate_testkit::free_port());
         let child = Command::new(binary())
             .args(["serve", "--dir", dir.to_str().unwrap(), "--listen", &listen])
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("start livestate serve");
-        let served = Served { child, url: format!("http://{listen}") };
+        let served = Served { child: livestate_testkit::Child(child), url: format!("http://{listen}") };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while std::net::TcpStream::connect(&listen).is_err() {
             assert!(std::time::Instant::now() < deadline, "livestate serve came up");
@@ -73,20 +72,9 @@ impl Served {
     }
 }
 
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Issues a token for `principal` with `scopes` in `dir`.
 pub fn token(dir: &std::path::Path, principal: &str, scopes: &[&str]) -> String {
-    let mut args = vec!["token", "add", principal];
-    for s in scopes {
-        args.extend(["--scope", s]);
-    }
-    livestate(dir, &args).trim().lines().last().unwrap().trim().to_string()
+    livestate_testkit::token(&binary(), dir, principal, scopes)
 }
 
 /// The `livestate` binary the tests run: the one cargo built with them, or `LIVESTATE_TEST_BIN`
