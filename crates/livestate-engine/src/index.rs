@@ -492,11 +492,7 @@ fn decode_row(table: &str, types: &[ValueType], bytes: &[u8]) -> Result<Vec<Valu
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn example() -> CompanySpec {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/company");
-        CompanySpec::load_dir(&dir).expect("the example spec loads")
-    }
+    use crate::testing::{example_company, row};
 
     fn meta(identifier: u64) -> IndexMeta {
         IndexMeta { identifier, snapshot_id: Some(identifier as i64), committed_at_ms: Some(1) }
@@ -505,29 +501,21 @@ mod tests {
     #[test]
     fn the_meta_held_in_memory_follows_every_write_and_survives_a_reopen() {
         let tmp = tempfile::tempdir().unwrap();
-        let spec = example();
-        let row = |on_hand: i64| {
-            vec![
-                Value::String("bolt".into()),
-                Value::String("north".into()),
-                Value::Int(on_hand),
-                Value::Null,
-                Value::Null,
-                Value::Null,
-                Value::Null,
-                Value::Null,
-            ]
+        let spec = example_company();
+        let bolt = |on_hand: i64| {
+            let (item, location) = (Value::String("bolt".into()), Value::String("north".into()));
+            row(&spec, "stock", &[("item", item), ("location", location), ("on_hand", Value::Int(on_hand))])
         };
         {
             let index = Index::open(tmp.path(), &spec).unwrap();
             assert_eq!(index.meta("stock").unwrap(), None);
-            let r = row(5);
+            let r = bolt(5);
             let key = index.key_of("stock", &r).unwrap();
             index.apply("stock", [(key.as_slice(), Some(r.as_slice()))], meta(3)).unwrap();
             assert_eq!(index.meta("stock").unwrap(), Some(meta(3)));
-            index.rebuild("stock", &[row(7)], meta(9)).unwrap();
+            index.rebuild("stock", &[bolt(7)], meta(9)).unwrap();
             assert_eq!(index.meta("stock").unwrap(), Some(meta(9)));
-            assert_eq!(index.get("stock", &key).unwrap(), Some(row(7)));
+            assert_eq!(index.get("stock", &key).unwrap(), Some(bolt(7)));
             index.forget("stock").unwrap();
             assert_eq!(index.meta("stock").unwrap(), None);
             index.apply("stock", [], meta(11)).unwrap();

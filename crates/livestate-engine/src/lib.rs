@@ -26,6 +26,8 @@ pub mod schema;
 mod sink;
 pub mod spend;
 mod tail;
+#[cfg(test)]
+mod testing;
 pub mod triggers;
 mod upkeep;
 pub mod verify;

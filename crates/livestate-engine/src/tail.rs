@@ -227,7 +227,7 @@ mod parse_once {
 
     #[tokio::test]
     async fn events_taken_from_the_tail_equal_those_decoded_from_the_record() {
-        let spec = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/company");
+        let spec = livestate_testkit::example_dir();
         let dir = tempfile::tempdir().unwrap();
         let ls = Livestate::init(&dir.path().join("d"), &spec).await.unwrap();
         let lines = [

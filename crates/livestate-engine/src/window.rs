@@ -293,17 +293,14 @@ impl ClosedWindow {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use livestate_spec::CompanySpec;
 
     use super::*;
+    use crate::testing::{example_company, row};
 
     /// The example company's spec and a fresh lookup index for it.
     fn setup() -> (tempfile::TempDir, CompanySpec, Arc<Index>) {
-        let spec =
-            CompanySpec::load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/company"))
-                .expect("the example spec loads");
+        let spec = example_company();
         let tmp = tempfile::tempdir().unwrap();
         let index = Arc::new(Index::open(&tmp.path().join("index"), &spec).unwrap());
         (tmp, spec, index)
@@ -312,16 +309,6 @@ mod tests {
     fn tracking(spec: &CompanySpec, table: &str, index: &Arc<Index>) -> Tracking {
         Tracking::new(spec.table(table).expect("a table of the example"), Vec::new(), Arc::clone(index))
             .unwrap()
-    }
-
-    /// A full-width row of `table` with `cells` set and every other column null.
-    fn row(spec: &CompanySpec, table: &str, cells: &[(&str, Value)]) -> Vec<Value> {
-        let ts = spec.table(table).unwrap();
-        let mut out = vec![Value::Null; ts.columns.len()];
-        for (col, v) in cells {
-            out[ts.columns.get_index_of(*col).unwrap_or_else(|| panic!("no column {col}"))] = v.clone();
-        }
-        out
     }
 
     fn s(v: &str) -> Value {

@@ -175,7 +175,7 @@ pub fn hash_token(token: &str) -> String {
 
 /// Lower-case hex of `bytes`. Every request hashes its token, so this writes digits from a table
 /// (a `format!` per byte was a third of authenticating).
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(2 * bytes.len());
     for b in bytes {

@@ -251,7 +251,7 @@ fn proposal_id(agent: &str, key: Option<&str>) -> String {
         None => {
             let mut bytes = [0u8; 8];
             getrandom::fill(&mut bytes).expect("the operating system provides randomness");
-            format!("p{}", &bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()[..15])
+            format!("p{}", &crate::auth::hex(&bytes)[..15])
         }
     }
 }

@@ -47,7 +47,7 @@ pub(crate) struct Sessions {
 fn random_hex(bytes: usize) -> String {
     let mut b = vec![0u8; bytes];
     getrandom::fill(&mut b).expect("the operating system provides randomness");
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    crate::auth::hex(&b)
 }
 
 /// (unix seconds, lag in ms) samples, oldest first.

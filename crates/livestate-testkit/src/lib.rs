@@ -24,6 +24,11 @@ pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The example company's spec directory, `examples/company`.
+pub fn example_dir() -> PathBuf {
+    repo().join("examples/company")
+}
+
 /// How long [`eventually`] waits.
 pub const EVENTUALLY: Duration = Duration::from_secs(30);
 

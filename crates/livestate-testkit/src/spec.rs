@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 /// The example company's spec, every file of `examples/company`.
 pub fn example_spec() -> SpecFiles {
-    SpecFiles::load(&crate::repo().join("examples/company"))
+    SpecFiles::load(&crate::example_dir())
 }
 
 /// The TOML files of a spec directory, by file name, with typed overrides. Each override

@@ -8,7 +8,7 @@ use std::process::Command;
 
 /// The repository root.
 pub fn repo() -> PathBuf {
-    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../..")
+    livestate_testkit::repo()
 }
 
 /// The venv's python from `scripts/pyenv.sh` (or `LIVESTATE_PYTHON`).

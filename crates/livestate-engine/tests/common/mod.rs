@@ -6,8 +6,7 @@ use livestate_engine::{At, Livestate, ReadRequest, CATCH_UP_COMMIT_EVENTS};
 use serde_json::{json, Value};
 
 pub fn example_spec() -> PathBuf {
-    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
-        .join("../../examples/company")
+    livestate_testkit::example_dir()
 }
 
 pub async fn fresh() -> (tempfile::TempDir, Livestate) {
