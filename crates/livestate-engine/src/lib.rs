@@ -337,6 +337,8 @@ impl Livestate {
                 json,
             )?);
         }
+        // Flow control: a moment for following derivers to take what the tail would drop.
+        self.tail.wait_for_room(news.len());
         let (out, recorded_at_ms) = self.record.append_timed(news)?;
         let lines = events.iter().map(|(line, _)| *line).zip(out.iter().copied()).collect();
         let fresh = events

@@ -5,7 +5,9 @@
 //! append is acknowledged it pushes the typed events here at their offsets. The derivers take
 //! events from the tail while they follow the record's head, and read the record back (the
 //! decode stage) only to catch up: after a restart, or when they fell so far behind that the
-//! tail, which holds the newest [`CAPACITY`] events, dropped what they had not taken.
+//! tail, which holds the newest [`CAPACITY`] events, dropped what they had not taken. An
+//! append that would make it drop events first gives following derivers a moment to take
+//! them ([`Tail::wait_for_room`]).
 //!
 //! What the tail promises: every event acknowledged at an offset at or above [`Tail::from`] is
 //! pushed here, or is about to be (its append has returned and the push follows at once).
@@ -14,12 +16,22 @@
 //! (`tests/parse_once.rs` checks that).
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use crate::decode::Decoded;
 
 /// Events the tail holds at most: two appends of [`crate::EMIT_CHUNK`].
 pub(crate) const CAPACITY: usize = 2 * crate::EMIT_CHUNK;
+
+/// The longest an append waits for the derivers to make room ([`Tail::wait_for_room`]). 200 ms
+/// took as much work off the hot path as a second did (docs/BENCHMARKS.md, seventh pass).
+pub(crate) const MAX_WAIT: Duration = Duration::from_millis(200);
+
+/// Derivers that took from the tail within this long are following it. Longer than a deriver
+/// takes to apply a chunk of events ([`crate::decode::CHUNK`]) under load, so a deriver busy
+/// with what it took still counts.
+pub(crate) const FOLLOW_LEASE: Duration = Duration::from_secs(1);
 
 /// What the derivers get from the tail at their position.
 pub(crate) enum Taken {
@@ -39,9 +51,15 @@ struct State {
     /// but for concurrent appends, and leave from the front, so neither end shifts the others
     /// (a B-tree node shifts its large entries on every removal from the front).
     events: VecDeque<Decoded>,
+    /// When a deriver last took from the tail.
+    taken_at: Option<Instant>,
 }
 
 impl State {
+    fn followed_within(&self, lease: Duration) -> bool {
+        self.taken_at.is_some_and(|at| at.elapsed() < lease)
+    }
+
     fn drop_below(&mut self, offset: u64) {
         while self.events.front().is_some_and(|e| e.offset < offset) {
             self.events.pop_front();
@@ -53,13 +71,44 @@ impl State {
 #[derive(Default)]
 pub(crate) struct Tail {
     state: Mutex<State>,
+    /// Signalled whenever events leave the tail ([`Tail::wait_for_room`] waits on it).
+    room: Condvar,
 }
 
 impl Tail {
     /// A tail for a record whose next offset is `next`: the events before it are in the record
     /// only.
     pub fn new(next: u64) -> Tail {
-        Tail { state: Mutex::new(State { from: next, events: VecDeque::new() }) }
+        Tail { state: Mutex::new(State { from: next, ..State::default() }), room: Condvar::new() }
+    }
+
+    /// Before an append of `incoming` events: while a deriver follows the tail and the append
+    /// would make it drop events the derivers have not taken, waits for them to take some, at
+    /// most [`MAX_WAIT`]. Returns how long it waited.
+    ///
+    /// This is the tail's flow control. Without it a producer faster than the derivers
+    /// overflows the tail, and the derivers then read back and parse, on the decode stage, every
+    /// event the tail dropped: work the tail exists to save, done while they are already the
+    /// slower side. Waiting here instead hands the producer's core to the derivers for a moment
+    /// (the seventh pass of the hot path measured an eighth less CPU for an ingest, docs/BENCHMARKS.md).
+    /// The wait is bounded, so a deriver that stalls (a slow commit, a failure) delays an
+    /// acknowledgement by at most [`MAX_WAIT`]; after it the append goes ahead, the tail drops
+    /// its oldest events and the record is the buffer, as before. Nobody waits when no deriver
+    /// took from the tail within [`FOLLOW_LEASE`]: derivers that are open but not running (an
+    /// offline `derive`, a test stepping them by hand) are not following.
+    pub fn wait_for_room(&self, incoming: usize) -> Duration {
+        let incoming = incoming.min(CAPACITY);
+        let start = Instant::now();
+        let deadline = start + MAX_WAIT;
+        let mut st = self.state();
+        while st.events.len() + incoming > CAPACITY && st.followed_within(FOLLOW_LEASE) {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            st = self.room.wait_timeout(st, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
+        }
+        start.elapsed()
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -96,6 +145,7 @@ impl Tail {
     /// Up to `limit` events from `position` on, below `head` (the record's acknowledged end).
     pub fn take(&self, position: u64, head: u64, limit: usize) -> Taken {
         let mut st = self.state();
+        st.taken_at = Some(Instant::now());
         if position < st.from {
             return Taken::Record { until: st.from };
         }
@@ -114,6 +164,8 @@ impl Tail {
         // The derivers are past these now: a deriver opened later starts from its own commit,
         // below `from`, and reads the record.
         st.from = st.from.max(next);
+        drop(st);
+        self.room.notify_all();
         if out.is_empty() && position < head {
             return Taken::Pending;
         }
@@ -126,6 +178,8 @@ impl Tail {
         let mut st = self.state();
         st.from = st.from.max(to);
         st.drop_below(to);
+        drop(st);
+        self.room.notify_all();
     }
 }
 
@@ -201,6 +255,55 @@ mod tests {
         assert_eq!(t.state().events.len(), CAPACITY);
         assert!(matches!(t.take(8, 3 * n, 10), Taken::Record { until } if until == 2 * n));
         assert_eq!(offsets(t.take(2 * n, 3 * n, 2)), vec![2 * n, 2 * n + 1]);
+    }
+
+    /// A full tail: CAPACITY events from offset 0, none taken.
+    fn full_tail() -> Tail {
+        let t = Tail::new(0);
+        t.push((0..CAPACITY as u64).map(ev).collect());
+        t
+    }
+
+    #[test]
+    fn an_append_into_a_full_tail_nobody_follows_does_not_wait() {
+        let t = full_tail();
+        let waited = t.wait_for_room(crate::EMIT_CHUNK);
+        assert!(waited < MAX_WAIT / 2, "waited {waited:?} with no deriver following");
+    }
+
+    #[test]
+    fn an_append_into_a_full_tail_waits_until_a_following_deriver_takes_enough() {
+        let t = std::sync::Arc::new(full_tail());
+        assert!(matches!(t.take(0, 0, 1), Taken::Events(v) if v.is_empty()), "a deriver follows the tail");
+        let deriver = {
+            let t = std::sync::Arc::clone(&t);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(30));
+                // Too few for the append: it keeps waiting.
+                assert_eq!(offsets(t.take(0, CAPACITY as u64, 10)).len(), 10);
+                std::thread::sleep(Duration::from_millis(30));
+                assert_eq!(offsets(t.take(10, CAPACITY as u64, crate::EMIT_CHUNK)).len(), crate::EMIT_CHUNK);
+            })
+        };
+        let waited = t.wait_for_room(crate::EMIT_CHUNK);
+        deriver.join().unwrap();
+        assert!(
+            waited >= Duration::from_millis(50),
+            "returned after {waited:?}, before the deriver took enough"
+        );
+        assert_eq!(t.state().events.len() + crate::EMIT_CHUNK, CAPACITY - 10, "room for the append");
+    }
+
+    #[test]
+    fn a_stalled_deriver_holds_an_append_back_at_most_the_longest_wait() {
+        let t = full_tail();
+        assert!(matches!(t.take(0, 0, 1), Taken::Events(_)), "a deriver follows, then stalls");
+        let waited = t.wait_for_room(1);
+        assert!(waited >= MAX_WAIT, "gave up after {waited:?}");
+        assert!(waited < MAX_WAIT + Duration::from_secs(5), "waited {waited:?}");
+        // The append then goes ahead and the tail drops its oldest, as without flow control.
+        t.push(vec![ev(CAPACITY as u64)]);
+        assert!(matches!(t.take(0, CAPACITY as u64 + 1, 1), Taken::Record { until: 1 }));
     }
 
     #[test]
