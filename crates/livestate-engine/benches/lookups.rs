@@ -27,25 +27,9 @@ fn arg(name: &str, default: usize) -> usize {
 }
 
 fn spec_dir(dir: &Path, changelog: bool) -> std::path::PathBuf {
-    let src = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
-        .join("../../examples/company");
-    let out = dir.join(if changelog { "spec-on" } else { "spec-off" });
-    std::fs::create_dir_all(&out).unwrap();
-    for e in std::fs::read_dir(&src).unwrap() {
-        let p = e.unwrap().path();
-        let mut text = std::fs::read_to_string(&p).unwrap();
-        if p.file_name().unwrap() == "tables.toml" {
-            text = text.replace(
-                "freshness = \"5m\"\noptions = { \"merge-engine\" = \"partial-update\"",
-                "freshness = \"200ms\"\noptions = { \"merge-engine\" = \"partial-update\"",
-            );
-            if !changelog {
-                text = text.replace("bucket = \"", "\"changelog-producer\" = \"none\", bucket = \"");
-            }
-        }
-        std::fs::write(out.join(p.file_name().unwrap()), text).unwrap();
-    }
-    out
+    let spec = livestate_testkit::example_spec().freshness("stock", "200ms");
+    let spec = if changelog { spec } else { spec.option_everywhere("changelog-producer", "none") };
+    spec.write(&dir.join(if changelog { "spec-on" } else { "spec-off" }))
 }
 
 fn item(i: usize) -> String {
