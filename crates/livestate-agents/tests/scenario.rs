@@ -159,6 +159,10 @@ async fn one_shortage_makes_one_proposal_which_leads_to_inbound_then_on_hand() {
     let skipped = std::iter::from_fn(|| heard.try_recv().ok())
         .any(|n| matches!(n, livestate_agents::Narration::Skipped { ref item, .. } if item == "bolt"));
     assert!(skipped, "the agent says why it did not propose");
+    // Restarted, the agent learns which of its proposals are pending: still no second one.
+    let mut restarted = ProcurementAgent::new(c(&agent_t), None);
+    restarted.resume().await.unwrap();
+    assert_eq!(restarted.handle("bolt", "north").await.unwrap(), None, "proposed again after a restart");
     assert_eq!(ana.proposals(None).await.unwrap()["proposals"].as_array().unwrap().len(), 2);
 
     // Approved, ordered (inbound rises), received (on hand rises), each citing the proposal.
