@@ -56,8 +56,9 @@ struct State {
 }
 
 impl State {
-    fn followed_within(&self, lease: Duration) -> bool {
-        self.taken_at.is_some_and(|at| at.elapsed() < lease)
+    /// Whether a deriver took from the tail within [`FOLLOW_LEASE`].
+    fn followed(&self) -> bool {
+        self.taken_at.is_some_and(|at| at.elapsed() < FOLLOW_LEASE)
     }
 
     fn drop_below(&mut self, offset: u64) {
@@ -90,7 +91,7 @@ impl Tail {
     /// overflows the tail, and the derivers then read back and parse, on the decode stage, every
     /// event the tail dropped: work the tail exists to save, done while they are already the
     /// slower side. Waiting here instead hands the producer's core to the derivers for a moment
-    /// (the seventh pass of the hot path measured an eighth less CPU for an ingest, docs/BENCHMARKS.md).
+    /// (the seventh pass of the hot path measured a tenth less CPU for an ingest, docs/BENCHMARKS.md).
     /// The wait is bounded, so a deriver that stalls (a slow commit, a failure) delays an
     /// acknowledgement by at most [`MAX_WAIT`]; after it the append goes ahead, the tail drops
     /// its oldest events and the record is the buffer, as before. Nobody waits when no deriver
@@ -101,7 +102,7 @@ impl Tail {
         let start = Instant::now();
         let deadline = start + MAX_WAIT;
         let mut st = self.state();
-        while st.events.len() + incoming > CAPACITY && st.followed_within(FOLLOW_LEASE) {
+        while st.events.len() + incoming > CAPACITY && st.followed() {
             let now = Instant::now();
             if now >= deadline {
                 break;
@@ -146,6 +147,7 @@ impl Tail {
     pub fn take(&self, position: u64, head: u64, limit: usize) -> Taken {
         let mut st = self.state();
         st.taken_at = Some(Instant::now());
+        let held = st.events.len();
         if position < st.from {
             return Taken::Record { until: st.from };
         }
@@ -164,8 +166,7 @@ impl Tail {
         // The derivers are past these now: a deriver opened later starts from its own commit,
         // below `from`, and reads the record.
         st.from = st.from.max(next);
-        drop(st);
-        self.room.notify_all();
+        self.made_room(st, held);
         if out.is_empty() && position < head {
             return Taken::Pending;
         }
@@ -176,10 +177,20 @@ impl Tail {
     /// pushes of them that arrive later are dropped.
     pub fn skip_to(&self, to: u64) {
         let mut st = self.state();
+        let held = st.events.len();
         st.from = st.from.max(to);
         st.drop_below(to);
+        self.made_room(st, held);
+    }
+
+    /// Wakes appends waiting for room if events left the tail (it held `held` before): most
+    /// takes of a deriver that follows the head free nothing, and a wake is a system call.
+    fn made_room(&self, st: std::sync::MutexGuard<'_, State>, held: usize) {
+        let freed = st.events.len() < held;
         drop(st);
-        self.room.notify_all();
+        if freed {
+            self.room.notify_all();
+        }
     }
 }
 
