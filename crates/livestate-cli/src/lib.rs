@@ -10,6 +10,7 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::Parser;
+use livestate_wire::ErrorKind;
 
 pub use args::{Cli, Command};
 
@@ -65,6 +66,48 @@ fn error_text(e: &anyhow::Error) -> String {
     text
 }
 
+/// The kind of a command's failure: the kind its first classified cause reports (each crate
+/// decides its own errors' kinds); a failure no crate classified is internal.
+fn kind_of(e: &anyhow::Error) -> ErrorKind {
+    e.chain().find_map(kind_of_cause).unwrap_or(ErrorKind::Internal)
+}
+
+/// The kind `cause` reports, when it is one of livestate's errors.
+fn kind_of_cause(cause: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
+    macro_rules! kind_if {
+        ($($t:ty),*) => {
+            $(if let Some(e) = cause.downcast_ref::<$t>() {
+                return Some(e.kind());
+            })*
+        };
+    }
+    if cause.downcast_ref::<Usage>().is_some() {
+        return Some(ErrorKind::Input);
+    }
+    kind_if!(
+        livestate_engine::EngineError,
+        livestate_sql::SqlError,
+        livestate_server::ServerError,
+        livestate_server::auth::AuthError,
+        livestate_client::ClientError,
+        livestate_mcp::McpServerError,
+        livestate_record::RecordError,
+        livestate_lsm::LsmError,
+        livestate_spec::SpecError
+    );
+    None
+}
+
+/// The one place a kind becomes an exit code: 2 when the caller can fix it (input, not found,
+/// conflict), 1 otherwise.
+fn exit_code(kind: ErrorKind) -> ExitCode {
+    if kind.is_callers() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
 /// Threads for blocking work (file reads and writes, fjall) beyond the async workers; more work
 /// waits in tokio's queue. Each thread that allocates keeps partly used allocator pages of its
 /// own, so the process's memory rose with every thread tokio added: with 32, a 6-minute soak
@@ -106,21 +149,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", error_text(&e));
-            let input = e.downcast_ref::<Usage>().is_some()
-                || e.downcast_ref::<livestate_engine::EngineError>()
-                    .is_some_and(livestate_engine::is_input_error)
-                || e.downcast_ref::<livestate_server::auth::AuthError>()
-                    .is_some_and(|a| !matches!(a, livestate_server::auth::AuthError::File { .. }))
-                || e.downcast_ref::<livestate_sql::SqlError>()
-                    .is_some_and(livestate_sql::SqlError::is_input_error)
-                || e.downcast_ref::<livestate_client::ClientError>()
-                    .and_then(livestate_client::ClientError::status)
-                    .is_some_and(|s| s.is_client_error());
-            if input {
-                ExitCode::from(2)
-            } else {
-                ExitCode::FAILURE
-            }
+            exit_code(kind_of(&e))
         }
     }
 }

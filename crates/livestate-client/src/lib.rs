@@ -14,6 +14,7 @@
 
 /// The typed answers of the sheet and history routes (defined once, in `livestate-wire`).
 pub use livestate_wire::sheet;
+pub use livestate_wire::{ErrorBody, ErrorCode, ErrorKind};
 
 use std::time::Duration;
 
@@ -24,9 +25,10 @@ use serde_json::{json, Value};
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// The server answered with an error status and this message.
-    #[error("{status}: {message}")]
-    Api { status: StatusCode, message: String },
+    /// The server answered with an error status and this body (its stable code, its message
+    /// and whether the same request may succeed later).
+    #[error("{status}: {}", .body.message)]
+    Api { status: StatusCode, body: ErrorBody },
     /// The server could not be reached, or its answer not read.
     #[error("calling livestate at {url}: {source}")]
     Transport {
@@ -50,6 +52,46 @@ impl ClientError {
             _ => None,
         }
     }
+
+    /// The server's stable code, for API errors.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            ClientError::Api { body, .. } => Some(body.code),
+            _ => None,
+        }
+    }
+
+    /// Whose failure this is: an API error's kind is its code's; a server that cannot be
+    /// reached is unavailable, an answer that is not what the API documents internal, and a
+    /// base URL that is not one the caller's input.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ClientError::Api { body, .. } => body.code.kind(),
+            ClientError::Transport { .. } => ErrorKind::Unavailable,
+            ClientError::Answer { .. } => ErrorKind::Internal,
+            ClientError::BadUrl(_) => ErrorKind::Input,
+        }
+    }
+
+    /// An API error as the server would have answered it, for a refusal decided on this side
+    /// (a table the server does not list, say).
+    pub fn api(code: ErrorCode, message: impl Into<String>) -> ClientError {
+        let status = StatusCode::from_u16(code.status()).expect("every code's status is a valid status");
+        ClientError::Api { status, body: ErrorBody::new(code, message) }
+    }
+}
+
+/// The error body of an answer: the API's own, or, for an answer that is not one (a proxy's
+/// page, say), one made from its status and its text.
+fn error_body(status: StatusCode, text: &str) -> ErrorBody {
+    serde_json::from_str::<ErrorBody>(text).unwrap_or_else(|_| {
+        let code = ErrorCode::of_status(status.as_u16()).unwrap_or(if status.is_client_error() {
+            ErrorCode::BadRequest
+        } else {
+            ErrorCode::Internal
+        });
+        ErrorBody::new(code, text.trim())
+    })
 }
 
 /// An authenticated client. Cheap to clone.
@@ -106,11 +148,10 @@ impl Client {
         let resp = req.send().await.map_err(transport)?;
         let status = resp.status();
         let text = resp.text().await.map_err(transport)?;
-        let value = serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text.clone()));
         if !status.is_success() {
-            let message = value.get("error").and_then(Value::as_str).map_or(text, str::to_string);
-            return Err(ClientError::Api { status, message });
+            return Err(ClientError::Api { status, body: error_body(status, &text) });
         }
+        let value = serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text));
         Ok(value)
     }
 

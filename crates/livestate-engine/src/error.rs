@@ -2,6 +2,7 @@ use std::path::PathBuf;
 
 use livestate_record::RecordError;
 use livestate_spec::{EventError, SpecError};
+use livestate_wire::{ErrorCode, ErrorKind};
 
 /// One rejected input line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,9 +30,21 @@ pub enum EngineError {
     Spec(#[from] SpecError),
     #[error(transparent)]
     Record(#[from] RecordError),
-    /// The lookup index could not be read or written.
+    /// The lookup index's store could not be read or written.
+    #[error("lookup index of table {table}: {source}")]
+    Index {
+        table: String,
+        #[source]
+        source: fjall::Error,
+    },
+    /// An entry of the lookup index does not decode (a row, a firing), or the index lacks a
+    /// table the spec declares: the index is damaged or from another version.
     #[error("lookup index of table {table}: {message}")]
-    Index { table: String, message: String },
+    IndexCorrupt { table: String, message: String },
+    /// The table's merge engine cannot be built from its checked spec (a livestate bug: the
+    /// spec's checks should have refused it).
+    #[error("table {table}: its merge engine: {message}")]
+    Merge { table: String, message: String },
     /// Compaction, expiry or orphan cleanup failed.
     #[error(transparent)]
     Maintenance(#[from] livestate_lsm::LsmError),
@@ -95,6 +108,48 @@ pub enum EngineError {
     Lease { uri: String, message: String },
 }
 
+impl EngineError {
+    /// Whose failure this is, decided here once for every caller (the server's status, the
+    /// CLI's exit code): a spec, line, key or location that does not fit is input, an unknown
+    /// table or trigger is not found, a reused id or an initialised directory a conflict, a
+    /// directory or warehouse another process holds (or a record refusing writes until
+    /// restarted) unavailable, and a failure of files, stores or libraries internal.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            EngineError::Spec(e) => e.kind(),
+            EngineError::Record(e) => e.kind(),
+            EngineError::Maintenance(e) => e.kind(),
+            EngineError::InvalidEvents(_)
+            | EngineError::BadRequest { .. }
+            | EngineError::NotInitialized { .. }
+            | EngineError::BadWarehouse { .. } => ErrorKind::Input,
+            EngineError::UnknownTable { .. } | EngineError::UnknownTrigger { .. } => ErrorKind::NotFound,
+            EngineError::AlreadyInitialized { .. } => ErrorKind::Conflict,
+            EngineError::Locked { .. } | EngineError::LeaseHeld { .. } | EngineError::Lease { .. } => {
+                ErrorKind::Unavailable
+            }
+            EngineError::Index { .. }
+            | EngineError::IndexCorrupt { .. }
+            | EngineError::Merge { .. }
+            | EngineError::Paimon { .. }
+            | EngineError::Arrow { .. }
+            | EngineError::Io { .. }
+            | EngineError::Derivation { .. }
+            | EngineError::Mismatch { .. }
+            | EngineError::Damaged { .. } => ErrorKind::Internal,
+        }
+    }
+
+    /// The code an answer carries: the kind's, or `insufficient_storage` when the record
+    /// refused events because the disk or quota is full (nothing was stored).
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            EngineError::Record(r) => r.code(),
+            other => other.kind().code(),
+        }
+    }
+}
+
 pub(crate) fn paimon_err<'a>(
     table: &'a str,
     what: &'static str,
@@ -106,25 +161,77 @@ pub(crate) fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> E
     move |source| EngineError::Io { path: path.to_path_buf(), source }
 }
 
-/// `e`, or [`EngineError::Damaged`] when checking `version` of `table` (`None`: the latest
-/// snapshot) finds damaged files: the failure of an operation on a table is explained by the
-/// files it could not read. Costs nothing unless an operation failed.
-pub(crate) async fn diagnose(
-    table: &paimon::Table,
-    name: &str,
-    version: Option<&livestate_lsm::Version>,
-    e: EngineError,
-) -> EngineError {
-    if matches!(
-        e,
-        EngineError::Damaged { .. } | EngineError::Maintenance(livestate_lsm::LsmError::Damaged { .. })
-    ) {
-        return e;
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line_error() -> LineError {
+        LineError { line: 3, id: Some("e3".into()), error: EventError::new("data.qty", "not an integer") }
     }
-    let problems = livestate_lsm::check_version(table, name, version).await;
-    if problems.is_empty() {
-        e
-    } else {
-        EngineError::Damaged { table: name.to_string(), problems, cause: e.to_string() }
+
+    #[test]
+    fn each_error_says_whose_failure_it_is_and_the_code_it_answers() {
+        let dir = PathBuf::from("/data/ls");
+        let cases: Vec<(EngineError, ErrorKind, ErrorCode)> = vec![
+            (EngineError::InvalidEvents(vec![line_error()]), ErrorKind::Input, ErrorCode::BadRequest),
+            (
+                EngineError::BadRequest { table: "stock".into(), message: "key `item` missing".into() },
+                ErrorKind::Input,
+                ErrorCode::BadRequest,
+            ),
+            (EngineError::Spec(SpecError::Invalid(Vec::new())), ErrorKind::Input, ErrorCode::BadRequest),
+            (
+                EngineError::UnknownTable { name: "stok".into(), known: vec!["stock".into()] },
+                ErrorKind::NotFound,
+                ErrorCode::NotFound,
+            ),
+            (
+                EngineError::Record(RecordError::IdConflict { id: "e1".into(), offset: 7 }),
+                ErrorKind::Conflict,
+                ErrorCode::Conflict,
+            ),
+            (EngineError::AlreadyInitialized { dir: dir.clone() }, ErrorKind::Conflict, ErrorCode::Conflict),
+            (
+                EngineError::Locked { dir: dir.clone(), holder: "pid 7".into() },
+                ErrorKind::Unavailable,
+                ErrorCode::Unavailable,
+            ),
+            (
+                EngineError::Record(RecordError::WriteFailed {
+                    path: dir.clone(),
+                    reason: "fsync failed".into(),
+                    out_of_space: false,
+                }),
+                ErrorKind::Unavailable,
+                ErrorCode::Unavailable,
+            ),
+            (
+                EngineError::Record(RecordError::Poisoned {
+                    path: dir.clone(),
+                    reason: "No space left on device".into(),
+                    out_of_space: true,
+                }),
+                ErrorKind::Unavailable,
+                ErrorCode::InsufficientStorage,
+            ),
+            (
+                EngineError::Derivation { offset: 9, message: "no such column".into() },
+                ErrorKind::Internal,
+                ErrorCode::Internal,
+            ),
+            (
+                EngineError::Io { path: dir.clone(), source: std::io::Error::other("denied") },
+                ErrorKind::Internal,
+                ErrorCode::Internal,
+            ),
+            (
+                EngineError::Merge { table: "stock".into(), message: "no sequence group".into() },
+                ErrorKind::Internal,
+                ErrorCode::Internal,
+            ),
+        ];
+        for (e, kind, code) in cases {
+            assert_eq!((e.kind(), e.code()), (kind, code), "{e}");
+        }
     }
 }

@@ -105,7 +105,7 @@ fn pair(a: &str, b: &[u8]) -> Vec<u8> {
 }
 
 fn store_err(table: &str) -> impl Fn(fjall::Error) -> EngineError + '_ {
-    move |e| EngineError::Index { table: table.to_string(), message: e.to_string() }
+    move |source| EngineError::Index { table: table.to_string(), source }
 }
 
 /// Reads of the index checked against the commits applied meanwhile (see [`Index::view`]).
@@ -205,9 +205,10 @@ impl Index {
     }
 
     fn table(&self, name: &str) -> Result<&TableIndex, EngineError> {
-        self.tables
-            .get(name)
-            .ok_or_else(|| EngineError::Index { table: name.into(), message: "not indexed".into() })
+        self.tables.get(name).ok_or_else(|| EngineError::IndexCorrupt {
+            table: name.into(),
+            message: "the index holds no such table".into(),
+        })
     }
 
     /// The index key of a full-width row of `table`.
@@ -452,7 +453,7 @@ impl Index {
             self.firings.range(pair(trigger, &from.to_be_bytes())..pair(trigger, &[0xff; 9])).take(limit)
         {
             let (_, v) = kv.into_inner().map_err(store_err(trigger))?;
-            out.push(serde_json::from_slice(&v).map_err(|e| EngineError::Index {
+            out.push(serde_json::from_slice(&v).map_err(|e| EngineError::IndexCorrupt {
                 table: trigger.into(),
                 message: format!("stored firing does not decode: {e}"),
             })?);
@@ -482,7 +483,7 @@ fn encode_row(row: &[Value]) -> Vec<u8> {
 }
 
 fn decode_row(table: &str, types: &[ValueType], bytes: &[u8]) -> Result<Vec<Value>, EngineError> {
-    let bad = |m: String| EngineError::Index {
+    let bad = |m: String| EngineError::IndexCorrupt {
         table: table.into(),
         message: format!("stored row does not decode: {m}"),
     };

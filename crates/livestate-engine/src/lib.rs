@@ -491,20 +491,3 @@ pub fn decode_lines(input: &[u8]) -> (String, Vec<LineError>) {
     }
     (text, not_utf8)
 }
-
-/// Whether an error is the caller's to fix (a refused event line, an unknown name, a directory
-/// that is not, or already is, initialised), for exit codes and HTTP statuses.
-pub fn is_input_error(e: &EngineError) -> bool {
-    matches!(
-        e,
-        EngineError::InvalidEvents(_)
-            | EngineError::NotInitialized { .. }
-            | EngineError::AlreadyInitialized { .. }
-            | EngineError::Record(RecordError::IdConflict { .. })
-            | EngineError::BadRequest { .. }
-            | EngineError::UnknownTable { .. }
-            | EngineError::UnknownTrigger { .. }
-            | EngineError::Spec(_)
-            | EngineError::BadWarehouse { .. }
-    )
-}

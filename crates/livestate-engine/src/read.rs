@@ -14,11 +14,12 @@ use paimon::spec::{Datum, Predicate, PredicateBuilder, Snapshot};
 use paimon::Table;
 use serde::Serialize;
 
-use crate::error::{diagnose, paimon_err, EngineError};
+use crate::error::{paimon_err, EngineError};
 use crate::index::{key_bytes, Index, IndexMeta};
 use crate::layout::Status;
 use crate::schema::latest_own_snapshot;
 use crate::schema::STATE_DB;
+use crate::verify::diagnose;
 use crate::Catalog;
 
 /// Which version of a table to read.

@@ -320,8 +320,12 @@ async fn commit_changelog(
     let wb = table.new_write_builder().with_commit_user(COMMIT_USER).map_err(paimon_err(name, "writer"))?;
     wb.new_commit().commit_with_identifier(messages, identifier).await.map_err(paimon_err(name, "commit"))?;
     let latest = latest_own_snapshot(&table).await.map_err(paimon_err(name, "read snapshot"))?;
-    latest.map(|s| s.id()).ok_or_else(|| EngineError::Index {
+    latest.map(|s| s.id()).ok_or_else(|| EngineError::Paimon {
         table: name.to_string(),
-        message: "the changelog commit left no snapshot".into(),
+        what: "commit of the changelog",
+        source: paimon::Error::DataInvalid {
+            message: "the commit left no snapshot of livestate's".into(),
+            source: None,
+        },
     })
 }

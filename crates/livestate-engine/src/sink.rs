@@ -12,11 +12,12 @@ use paimon::spec::Snapshot;
 use paimon::{Table, TableCommit, TableWrite};
 use tokio::task::JoinHandle;
 
-use crate::error::{diagnose, paimon_err, EngineError};
+use crate::error::{paimon_err, EngineError};
 use crate::index::IndexMeta;
 use crate::rows::{self, KindRow};
 use crate::schema::{latest_own_snapshot, COMMIT_USER};
 use crate::spend::{SpendMeter, TableSpend};
+use crate::verify::diagnose;
 use crate::window::{ClosedWindow, Tracking};
 use crate::Catalog;
 

@@ -118,3 +118,26 @@ pub async fn verify(dir: &Path) -> Result<VerifyReport, EngineError> {
     }
     Ok(report)
 }
+
+/// `e`, or [`EngineError::Damaged`] when checking `version` of `table` (`None`: the latest
+/// snapshot) finds damaged files: the failure of an operation on a table is explained by the
+/// files it could not read. Costs nothing unless an operation failed.
+pub(crate) async fn diagnose(
+    table: &paimon::Table,
+    name: &str,
+    version: Option<&livestate_lsm::Version>,
+    e: EngineError,
+) -> EngineError {
+    if matches!(
+        e,
+        EngineError::Damaged { .. } | EngineError::Maintenance(livestate_lsm::LsmError::Damaged { .. })
+    ) {
+        return e;
+    }
+    let problems = livestate_lsm::check_version(table, name, version).await;
+    if problems.is_empty() {
+        e
+    } else {
+        EngineError::Damaged { table: name.to_string(), problems, cause: e.to_string() }
+    }
+}

@@ -87,7 +87,7 @@ pub(crate) struct Tracking {
 impl Tracking {
     pub fn new(ts: &TableSpec, triggers: Vec<Trigger>, index: Arc<Index>) -> Result<Tracking, EngineError> {
         let merger =
-            Merger::new(ts).map_err(|message| EngineError::Index { table: ts.name.clone(), message })?;
+            Merger::new(ts).map_err(|message| EngineError::Merge { table: ts.name.clone(), message })?;
         let key_idx: Vec<usize> =
             ts.primary_key.iter().map(|k| ts.columns.get_index_of(k).expect("key column")).collect();
         let columns = ts.columns.keys().cloned().collect();

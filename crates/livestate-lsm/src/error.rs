@@ -1,4 +1,20 @@
-//! The one error type of this crate.
+//! The one error type of this crate. A leaf: it imports nothing of the crate's logic.
+
+use livestate_wire::ErrorKind;
+
+/// One file of a table that failed its check.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Problem {
+    /// The file's path (or the table's, for a problem of no single file).
+    pub file: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.file, self.message)
+    }
+}
 
 /// What can go wrong while maintaining a table. Every variant names the table.
 #[derive(Debug, thiserror::Error)]
@@ -28,13 +44,27 @@ pub enum LsmError {
         .problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
         .cause.as_ref().map(|c| format!(" (while: {c})")).unwrap_or_default()
     )]
-    Damaged { table: String, problems: Vec<crate::verify::Problem>, cause: Option<String> },
+    Damaged { table: String, problems: Vec<Problem>, cause: Option<String> },
     /// This process no longer owns the table's writes ([`crate::Fence`]): nothing was written.
     #[error("table {table}: {what} refused: {reason}")]
     Fenced { table: String, what: &'static str, reason: String },
 }
 
 impl LsmError {
+    /// Whose failure this is: a table fenced off from this process is unavailable to it (another
+    /// process owns the writes now); everything else is livestate's, including a table state
+    /// maintenance refuses to touch (no request of a caller leads there).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            LsmError::Fenced { .. } => ErrorKind::Unavailable,
+            LsmError::Refused { .. }
+            | LsmError::Paimon { .. }
+            | LsmError::DataFile { .. }
+            | LsmError::Option { .. }
+            | LsmError::Damaged { .. } => ErrorKind::Internal,
+        }
+    }
+
     /// [`LsmError::DataFile`]: `file` of `table` could not be read, merged or written.
     pub(crate) fn data_file(table: &str, file: &str, message: impl std::fmt::Display) -> LsmError {
         LsmError::DataFile { table: table.to_string(), file: file.to_string(), message: message.to_string() }

@@ -43,6 +43,7 @@ use std::sync::Arc;
 use paimon::Table;
 
 pub use commit::COMPACT_USER;
+pub use error::Problem;
 pub use error::{describe_paimon, LsmError, Result};
 pub use expire::ExpireReport;
 pub use fence::{Fence, FenceFuture, SharedFence};
@@ -51,7 +52,7 @@ pub use health::{BucketHealth, TableHealth, TagInfo};
 pub use options::{parse_duration, parse_memory_size, AppendOptions, CompactionOptions, ExpireOptions};
 pub use orphan::OrphanReport;
 pub use tags::READ_AT_ONCE as TAGS_READ_AT_ONCE;
-pub use verify::{check_version, verify_table, Problem, TableCheck};
+pub use verify::{check_version, verify_table, TableCheck};
 
 use crate::commit::{commit_compact, commit_overwrite, BucketChange};
 use crate::error::paimon_err;

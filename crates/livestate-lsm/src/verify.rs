@@ -12,22 +12,9 @@ use std::collections::{BTreeMap, HashMap};
 use paimon::spec::{DataFileMeta, Manifest, ManifestEntry, ManifestFileMeta, ManifestList, Snapshot};
 use paimon::Table;
 
+use crate::error::Problem;
 use crate::error::{describe_paimon, LsmError, Result};
 use crate::files::{live_files, Version};
-
-/// One file of a table that failed its check.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Problem {
-    /// The file's path (or the table's, for a problem of no single file).
-    pub file: String,
-    pub message: String,
-}
-
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.file, self.message)
-    }
-}
 
 /// What checking a table found.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use livestate_client::{Client, ClientError};
+use livestate_client::{Client, ClientError, ErrorCode, ErrorKind};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
@@ -30,6 +30,16 @@ pub enum McpServerError {
     Client(#[from] ClientError),
     #[error("MCP transport: {0}")]
     Transport(String),
+}
+
+impl McpServerError {
+    /// Whose failure this is: the client's kind, or unavailable when the MCP transport fails.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            McpServerError::Client(e) => e.kind(),
+            McpServerError::Transport(_) => ErrorKind::Unavailable,
+        }
+    }
 }
 
 /// The MCP server: a client of the livestate API with one agent's token.
@@ -288,9 +298,13 @@ impl LivestateMcp {
 impl LivestateMcp {
     async fn describe(&self, table: &str) -> Result<Value, ClientError> {
         let tables = self.client.tables().await?;
-        let info = tables.as_array().into_iter().flatten().find(|t| t["name"] == table).cloned().ok_or_else(
-            || ClientError::Api { status: reqwest_404(), message: format!("unknown table `{table}`") },
-        )?;
+        let info = tables
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t["name"] == table)
+            .cloned()
+            .ok_or_else(|| ClientError::api(ErrorCode::NotFound, format!("unknown table `{table}`")))?;
         let schema = self.client.schema(table).await?;
         Ok(
             json!({"name": table, "schema": schema, "merge_engine": info["merge_engine"], "receipt": info["receipt"], "health": info["health"]}),
@@ -298,21 +312,16 @@ impl LivestateMcp {
     }
 }
 
-/// The API's refusal as an MCP protocol error: 404 is "resource not found", another refusal of
-/// the caller's request (401, 403, 400) an invalid request, anything else an internal error.
-/// The message keeps the status and the server's words.
+/// The API's refusal as an MCP protocol error, by its kind: not found is "resource not found",
+/// another refusal of the caller's request (a bad parameter, a conflict, a missing permission)
+/// an invalid request, anything else an internal error. The message keeps the status and the
+/// server's words.
 fn protocol_error(e: ClientError) -> McpError {
-    match e.status() {
-        Some(s) if s == livestate_client::StatusCode::NOT_FOUND => {
-            McpError::resource_not_found(e.to_string(), None)
-        }
-        Some(s) if s.is_client_error() => McpError::invalid_request(e.to_string(), None),
-        _ => McpError::internal_error(e.to_string(), None),
+    match e.kind() {
+        ErrorKind::NotFound => McpError::resource_not_found(e.to_string(), None),
+        ErrorKind::Input | ErrorKind::Conflict => McpError::invalid_request(e.to_string(), None),
+        ErrorKind::Unavailable | ErrorKind::Internal => McpError::internal_error(e.to_string(), None),
     }
-}
-
-fn reqwest_404() -> livestate_client::StatusCode {
-    livestate_client::StatusCode::NOT_FOUND
 }
 
 #[tool_handler(router = self.tool_router)]

@@ -10,19 +10,34 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::error::describe;
+use crate::error::FileProblem;
+use crate::error::{describe, is_damage, RecordError};
 use crate::record::Record;
 
-/// A file of an embedded store that failed its check.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct FileProblem {
-    pub file: PathBuf,
-    pub message: String,
+/// The error for a failed store call on the record at `path`: when the failure is a failed
+/// check of stored bytes, the store's files are checked so the error names the damaged ones
+/// ([`RecordError::Damaged`]); otherwise [`RecordError::Store`]. Costs nothing unless a call failed.
+pub(crate) fn store_error(path: &Path) -> impl FnOnce(fjall::Error) -> RecordError + '_ {
+    move |error| {
+        if is_damage(&error) {
+            let files = check_files(path).problems;
+            RecordError::Damaged { path: path.to_path_buf(), keyspace: None, files, error }
+        } else {
+            RecordError::Store { path: path.to_path_buf(), error }
+        }
+    }
 }
 
-impl std::fmt::Display for FileProblem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.file.display(), self.message)
+/// Like [`store_error`] for a read in one keyspace.
+pub(crate) fn read_error<'a>(
+    path: &'a Path,
+    keyspace: &'static str,
+) -> impl FnOnce(fjall::Error) -> RecordError + 'a {
+    move |error| match store_error(path)(error) {
+        RecordError::Damaged { path, files, error, .. } => {
+            RecordError::Damaged { path, keyspace: Some(keyspace), files, error }
+        }
+        other => other,
     }
 }
 
@@ -127,7 +142,7 @@ pub fn check_record(dir: &Path) -> RecordCheck {
         Err(e) => {
             // A damaged-store error repeats the file problems found above; say it only opened badly.
             out.problems.push(match e {
-                crate::RecordError::Damaged { error, .. } => {
+                RecordError::Damaged { error, .. } => {
                     format!("{}: the record does not open: {}", dir.display(), describe(&error))
                 }
                 other => format!("{}: the record does not open: {other}", dir.display()),

@@ -1,5 +1,20 @@
 use std::path::{Path, PathBuf};
 
+use livestate_wire::{ErrorCode, ErrorKind};
+
+/// A file of an embedded store that failed its check.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FileProblem {
+    pub file: PathBuf,
+    pub message: String,
+}
+
+impl std::fmt::Display for FileProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.file.display(), self.message)
+    }
+}
+
 /// Errors of the record. The store's own error is kept in `error` fields and described in the
 /// message (its own `Display` is a debug dump), so it is not repeated as a `source`.
 #[derive(Debug, thiserror::Error)]
@@ -10,13 +25,13 @@ pub enum RecordError {
     Store { path: PathBuf, error: fjall::Error },
     /// Stored data failed a check of the embedded store (a block checksum, a truncated or
     /// garbled file): the record is damaged. `files` names the damaged files when they could be
-    /// found (see [`crate::check_files`]).
+    /// found (see `check_files`).
     #[error("{}", damaged_message(.path, *.keyspace, .files, .error))]
     Damaged {
         path: PathBuf,
         /// `events` or `ids`, when the failing read was in one keyspace.
         keyspace: Option<&'static str>,
-        files: Vec<crate::FileProblem>,
+        files: Vec<FileProblem>,
         error: fjall::Error,
     },
     /// A stored entry could not be decoded: the record is damaged or was written by a newer version.
@@ -50,34 +65,33 @@ pub enum RecordError {
 }
 
 impl RecordError {
-    pub(crate) fn store(path: &Path) -> impl FnOnce(fjall::Error) -> RecordError + '_ {
-        move |error| {
-            if is_damage(&error) {
-                let files = crate::check::check_files(path).problems;
-                RecordError::Damaged { path: path.to_path_buf(), keyspace: None, files, error }
-            } else {
-                RecordError::Store { path: path.to_path_buf(), error }
-            }
-        }
-    }
-
-    /// Like [`RecordError::store`] for a read in one keyspace.
-    pub(crate) fn read<'a>(
-        path: &'a Path,
-        keyspace: &'static str,
-    ) -> impl FnOnce(fjall::Error) -> RecordError + 'a {
-        move |error| match RecordError::store(path)(error) {
-            RecordError::Damaged { path, files, error, .. } => {
-                RecordError::Damaged { path, keyspace: Some(keyspace), files, error }
-            }
-            other => other,
-        }
-    }
-
     /// Whether storing failed (now or earlier) so that nothing was acknowledged: a full disk, a
     /// failed write or fsync. The caller may retry the same events after a restart.
     pub fn is_write_failure(&self) -> bool {
         matches!(self, RecordError::WriteFailed { .. } | RecordError::Poisoned { .. })
+    }
+
+    /// Whose failure this is: a reused id is a conflict, a refused write is unavailable until
+    /// the record is reopened (the events may be sent again then), the rest is internal.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            RecordError::IdConflict { .. } => ErrorKind::Conflict,
+            RecordError::BadData { .. } => ErrorKind::Input,
+            RecordError::WriteFailed { .. } | RecordError::Poisoned { .. } => ErrorKind::Unavailable,
+            RecordError::Store { .. } | RecordError::Damaged { .. } | RecordError::Corrupt { .. } => {
+                ErrorKind::Internal
+            }
+        }
+    }
+
+    /// The code an answer carries: `insufficient_storage` when the disk or quota is full,
+    /// else the kind's.
+    pub fn code(&self) -> ErrorCode {
+        if self.is_out_of_space() {
+            ErrorCode::InsufficientStorage
+        } else {
+            self.kind().code()
+        }
     }
 
     /// Whether the write failed because the disk (or the user's quota) is full.
@@ -93,7 +107,7 @@ impl RecordError {
 fn damaged_message(
     path: &Path,
     keyspace: Option<&str>,
-    files: &[crate::FileProblem],
+    files: &[FileProblem],
     error: &fjall::Error,
 ) -> String {
     let mut m = format!("the record at {} is damaged", path.display());

@@ -27,8 +27,8 @@ pub mod fuzzing;
 pub mod memory;
 mod record;
 
-pub use check::{check_files, check_record, FileProblem, FilesCheck, RecordCheck};
+pub use check::{check_files, check_record, FilesCheck, RecordCheck};
 pub use entry::{NewEvent, RecordedEvent, ENTRY_VERSION};
-pub use error::RecordError;
+pub use error::{FileProblem, RecordError};
 pub use memory::StoreMemory;
 pub use record::{Appended, Record, RecordStats};

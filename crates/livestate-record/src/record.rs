@@ -7,6 +7,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use fjall::config::{PartitioningPolicy, PinningPolicy};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
+use crate::check::{read_error, store_error};
 use crate::entry::{NewEvent, RecordedEvent};
 use crate::error::{describe, is_out_of_space, RecordError};
 use crate::memory::StoreMemory;
@@ -113,7 +114,7 @@ impl Record {
     pub fn open(path: &Path) -> Result<Record, RecordError> {
         let db = crate::memory::database(path, crate::memory::RECORD_CACHE_BYTES)
             .open()
-            .map_err(RecordError::store(path))?;
+            .map_err(store_error(path))?;
         // Writes flush to a table file at 2 MiB per keyspace (fjall's default: 64 MiB; see
         // `crate::memory` for what a memtable costs): at 1,000 events/s that is a flush every
         // few seconds, and the memtables of both keyspaces cycle within about 10 MiB (at 4 MiB
@@ -125,14 +126,14 @@ impl Record {
                     .filter_block_pinning_policy(events_pinning())
                     .index_block_pinning_policy(events_pinning())
             })
-            .map_err(RecordError::store(path))?;
+            .map_err(store_error(path))?;
         let ids = db
             .keyspace("ids", || options().filter_block_partitioning_policy(ids_filter_partitioning()))
-            .map_err(RecordError::store(path))?;
+            .map_err(store_error(path))?;
         let (next_offset, last_recorded_ms) = match events.last_key_value() {
             None => (0, 0),
             Some(kv) => {
-                let (k, v) = kv.into_inner().map_err(RecordError::read(path, "events"))?;
+                let (k, v) = kv.into_inner().map_err(read_error(path, "events"))?;
                 let offset = decode_offset(&k).ok_or_else(|| RecordError::Corrupt {
                     offset: 0,
                     reason: "last key is not an offset".into(),
@@ -290,7 +291,7 @@ impl Record {
         }
         let mut out = Vec::with_capacity(limit.min(4096));
         for kv in inner.events.range(offset_key(from)..offset_key(head)).take(limit) {
-            let (k, v) = kv.into_inner().map_err(RecordError::read(&inner.path, "events"))?;
+            let (k, v) = kv.into_inner().map_err(read_error(&inner.path, "events"))?;
             let offset = decode_offset(&k).ok_or_else(|| RecordError::Corrupt {
                 offset: from,
                 reason: "key is not an offset".into(),
@@ -314,7 +315,7 @@ impl Record {
         if offset >= self.next_offset() {
             return Ok(None);
         }
-        inner.events.get(offset_key(offset)).map_err(RecordError::read(&inner.path, "events"))
+        inner.events.get(offset_key(offset)).map_err(read_error(&inner.path, "events"))
     }
 
     /// When the event at `offset` was recorded (UTC, ms): [`Record::get`]'s `recorded_at_ms`,
@@ -332,7 +333,7 @@ impl Record {
     /// As [`Record::read`].
     pub fn offset_of(&self, id: &str) -> Result<Option<u64>, RecordError> {
         let inner = &*self.inner;
-        let v = inner.ids.get(id.as_bytes()).map_err(RecordError::read(&inner.path, "ids"))?;
+        let v = inner.ids.get(id.as_bytes()).map_err(read_error(&inner.path, "ids"))?;
         let head = self.next_offset();
         Ok(v.and_then(|v| decode_offset(&v)).filter(|&o| o < head))
     }
@@ -408,7 +409,7 @@ impl Inner {
             } else if let Some((o, e)) = in_group.get(&ev.id) {
                 Some((*o, e == ev))
             } else {
-                match self.ids.get(ev.id.as_bytes()).map_err(RecordError::read(&self.path, "ids"))? {
+                match self.ids.get(ev.id.as_bytes()).map_err(read_error(&self.path, "ids"))? {
                     Some(v) => {
                         let o = decode_offset(&v).ok_or_else(|| RecordError::Corrupt {
                             offset: 0,
@@ -417,7 +418,7 @@ impl Inner {
                         let stored = self
                             .events
                             .get(offset_key(o))
-                            .map_err(RecordError::read(&self.path, "events"))?
+                            .map_err(read_error(&self.path, "events"))?
                             .ok_or_else(|| RecordError::Corrupt {
                                 offset: o,
                                 reason: "indexed event is missing".into(),

@@ -41,6 +41,20 @@ pub enum AuthError {
     Unknown { name: String, known: String },
 }
 
+impl AuthError {
+    /// Whose failure this is: a principals file that cannot be read or parsed is the server's,
+    /// a bad name or a name already taken or unknown is the caller's.
+    pub fn kind(&self) -> livestate_wire::ErrorKind {
+        use livestate_wire::ErrorKind;
+        match self {
+            AuthError::File { .. } => ErrorKind::Internal,
+            AuthError::BadName { .. } => ErrorKind::Input,
+            AuthError::Exists { .. } => ErrorKind::Conflict,
+            AuthError::Unknown { .. } => ErrorKind::NotFound,
+        }
+    }
+}
+
 /// What a principal is, from its name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Role {

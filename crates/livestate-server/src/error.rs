@@ -1,11 +1,13 @@
 //! Errors: why the server could not run ([`ServerError`]) and what a request gets back when it
-//! cannot be served ([`ApiError`]: a status and a JSON message naming the problem).
+//! cannot be served ([`ApiError`]: a stable code, its status, and a message naming the problem).
+//! Whose fault a failure is was decided by the crate that defines the error (its `kind()`);
+//! this module only turns the kind, or a finer code, into the answer.
 
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use livestate_engine::{is_input_error, EngineError};
-use serde_json::json;
+use livestate_engine::EngineError;
+use livestate_wire::{ErrorBody, ErrorCode, ErrorKind};
 
 use crate::auth::{Permission, Principal, Unauthenticated};
 use crate::store::StoreError;
@@ -23,38 +25,65 @@ pub enum ServerError {
     Config(String),
 }
 
-/// An API error: a status and a message naming the problem.
+impl ServerError {
+    /// Whose failure this is: the engine's or the store's own kind, a configuration that does
+    /// not fit is input, and failing to serve HTTP (the address taken, say) is unavailable.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ServerError::Engine(e) => e.kind(),
+            ServerError::Store(e) => e.kind(),
+            ServerError::Io(_) => ErrorKind::Unavailable,
+            ServerError::Config(_) => ErrorKind::Input,
+        }
+    }
+}
+
+/// An API error: a stable code (which gives the status) and a message naming the problem.
 #[derive(Debug)]
 pub struct ApiError {
-    pub status: StatusCode,
+    pub code: ErrorCode,
     pub message: String,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
-        ApiError { status, message: message.into() }
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
+        ApiError { code, message: message.into() }
+    }
+
+    /// The answer for an error of `kind`: the one place a kind becomes a code and a status.
+    pub fn of_kind(kind: ErrorKind, message: impl Into<String>) -> ApiError {
+        ApiError::new(kind.code(), message)
+    }
+
+    /// The HTTP status the code answers with.
+    pub fn status(&self) -> StatusCode {
+        StatusCode::from_u16(self.code.status()).expect("every code's status is a valid status")
     }
 
     pub fn bad_request(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::BAD_REQUEST, message)
+        ApiError::new(ErrorCode::BadRequest, message)
     }
 
     pub fn not_found(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::NOT_FOUND, message)
+        ApiError::new(ErrorCode::NotFound, message)
     }
 
     pub fn conflict(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::CONFLICT, message)
+        ApiError::new(ErrorCode::Conflict, message)
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorCode::Unavailable, message)
     }
 
     pub fn internal(message: impl std::fmt::Display) -> ApiError {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message.to_string())
+        ApiError::new(ErrorCode::Internal, message.to_string())
     }
 
     /// 403 naming the permission `who` lacks.
     pub fn forbidden(who: &Principal, missing: &Permission) -> ApiError {
         ApiError::new(
-            StatusCode::FORBIDDEN,
+            ErrorCode::Forbidden,
             format!("{} may not do this: it lacks permission `{missing}`", who.name),
         )
     }
@@ -67,29 +96,18 @@ impl ApiError {
                 format!("no token is accepted until the principals file is fixed: {e}")
             }
         };
-        ApiError::new(StatusCode::UNAUTHORIZED, message)
+        ApiError::new(ErrorCode::Unauthenticated, message)
     }
-}
 
-/// The stable, machine-readable name of an error answer's status: what a caller matches on
-/// (the `error` message is for people and may change wording).
-pub fn error_code(status: StatusCode) -> &'static str {
-    match status {
-        StatusCode::BAD_REQUEST => "bad_request",
-        StatusCode::UNAUTHORIZED => "unauthenticated",
-        StatusCode::FORBIDDEN => "forbidden",
-        StatusCode::NOT_FOUND => "not_found",
-        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
-        StatusCode::REQUEST_TIMEOUT => "request_timeout",
-        StatusCode::CONFLICT => "conflict",
-        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
-        StatusCode::TOO_MANY_REQUESTS => "too_many_requests",
-        StatusCode::NOT_IMPLEMENTED => "not_implemented",
-        StatusCode::SERVICE_UNAVAILABLE => "unavailable",
-        StatusCode::INSUFFICIENT_STORAGE => "insufficient_storage",
-        s if s.is_client_error() => "client_error",
-        _ => "internal",
+    /// The answer for a status that a layer below the handlers chose (the framework's own
+    /// refusals): its code, or `bad_request`/`internal` for a status the API does not name.
+    pub fn of_status(status: StatusCode, message: impl Into<String>) -> ApiError {
+        let code = ErrorCode::of_status(status.as_u16()).unwrap_or(if status.is_client_error() {
+            ErrorCode::BadRequest
+        } else {
+            ErrorCode::Internal
+        });
+        ApiError::new(code, message)
     }
 }
 
@@ -99,24 +117,26 @@ static INCIDENTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::n
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let code = error_code(self.status);
-        let body = if code == "internal" {
+        let status = self.status();
+        let body = if self.code == ErrorCode::Internal {
             // The cause of an internal error names paths, files and library internals: it goes
             // to the server's log, and the caller gets the incident number that finds it there.
             let incident = INCIDENTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            tracing::error!(incident, status = %self.status, error = %self.message, "internal error answered");
-            json!({
-                "error": format!(
-                    "internal error (incident {incident}); the server's log holds the cause under this number"
-                ),
-                "code": code,
-                "incident": incident,
-            })
+            tracing::error!(incident, %status, error = %self.message, "internal error answered");
+            ErrorBody {
+                incident: Some(incident),
+                ..ErrorBody::new(
+                    self.code,
+                    format!(
+                        "internal error (incident {incident}); the server's log holds the cause under this number"
+                    ),
+                )
+            }
         } else {
-            json!({"error": self.message, "code": code})
+            ErrorBody::new(self.code, self.message)
         };
-        let mut r = (self.status, Json(body)).into_response();
-        if self.status == StatusCode::UNAUTHORIZED {
+        let mut r = (status, Json(body)).into_response();
+        if self.code == ErrorCode::Unauthenticated {
             r.headers_mut().insert(header::WWW_AUTHENTICATE, "Bearer".parse().expect("a valid header"));
         }
         r
@@ -125,39 +145,28 @@ impl IntoResponse for ApiError {
 
 impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> ApiError {
-        let status = match &e {
-            EngineError::UnknownTable { .. } | EngineError::UnknownTrigger { .. } => StatusCode::NOT_FOUND,
-            EngineError::Record(livestate_engine::RecordError::IdConflict { .. }) => StatusCode::CONFLICT,
-            EngineError::Record(r) if r.is_write_failure() => record_write_status(r),
-            e if is_input_error(e) => StatusCode::BAD_REQUEST,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        ApiError::new(status, e.to_string())
+        ApiError::new(e.code(), e.to_string())
     }
 }
 
 impl From<livestate_engine::RecordError> for ApiError {
     fn from(e: livestate_engine::RecordError) -> ApiError {
-        if e.is_write_failure() {
-            return ApiError::new(record_write_status(&e), e.to_string());
-        }
-        ApiError::internal(e)
-    }
-}
-
-/// Events the record could not store (nothing acknowledged): 507 when the disk is full, 503
-/// otherwise. Either way the record refuses appends until the server restarts.
-fn record_write_status(e: &livestate_engine::RecordError) -> StatusCode {
-    if e.is_out_of_space() {
-        StatusCode::INSUFFICIENT_STORAGE
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
+        ApiError::new(e.code(), e.to_string())
     }
 }
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
-        ApiError::internal(e)
+        match e {
+            StoreError::Record(r) => r.into(),
+            other => ApiError::of_kind(other.kind(), other.to_string()),
+        }
+    }
+}
+
+impl From<livestate_sql::SqlError> for ApiError {
+    fn from(e: livestate_sql::SqlError) -> ApiError {
+        ApiError::new(e.code(), e.to_string())
     }
 }
 
@@ -187,7 +196,7 @@ mod tests {
         let (status, body) = body_of(ApiError::internal(cause)).await;
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(body["code"], "internal");
-        let text = body["error"].as_str().expect("error text");
+        let text = body["message"].as_str().expect("error text");
         assert!(!text.contains("/var/lib") && !text.contains("Permission"), "the cause leaked: {text}");
         let incident = body["incident"].as_u64().expect("incident number");
         assert!(text.contains(&format!("incident {incident}")), "{text}");
@@ -199,13 +208,15 @@ mod tests {
     async fn caller_errors_keep_their_message_and_carry_a_stable_code() {
         let (status, body) = body_of(ApiError::bad_request("data.qty: not an integer")).await;
         assert_eq!((status, body["code"].as_str()), (StatusCode::BAD_REQUEST, Some("bad_request")));
-        assert_eq!(body["error"], "data.qty: not an integer");
+        assert_eq!(body["message"], "data.qty: not an integer");
+        assert_eq!(body["retryable"], false);
         let (_, body) = body_of(ApiError::conflict("key reused")).await;
         assert_eq!(body["code"], "conflict");
-        let (_, body) = body_of(ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "disk full")).await;
+        let (status, body) = body_of(ApiError::new(ErrorCode::InsufficientStorage, "disk full")).await;
+        assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE);
         assert_eq!(
-            (body["code"].as_str(), body["error"].as_str()),
-            (Some("insufficient_storage"), Some("disk full"))
+            (body["code"].as_str(), body["message"].as_str(), body["retryable"].as_bool()),
+            (Some("insufficient_storage"), Some("disk full"), Some(true))
         );
         assert!(body.get("incident").is_none());
     }

@@ -53,6 +53,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use livestate_engine::{Barrier, EngineError, Livestate};
 use livestate_lsm::Maintainer;
+use livestate_wire::ErrorCode;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -152,8 +153,8 @@ impl Shared {
         self.barriers
             .send(BarrierRequest { tables, target, reply })
             .await
-            .map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping"))?;
-        answer.await.map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping"))?
+            .map_err(|_| ApiError::new(ErrorCode::Unavailable, "the server is stopping"))?;
+        answer.await.map_err(|_| ApiError::new(ErrorCode::Unavailable, "the server is stopping"))?
     }
 }
 
@@ -187,7 +188,7 @@ impl FromRequestParts<Arc<Shared>> for Caller {
             .filter(|_| token.is_some());
         if client.is_some_and(|ip| s.auth_failures.blocked(ip)) {
             return Err(ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
+                ErrorCode::TooManyRequests,
                 format!(
                     "too many failed authentications from this address ({} in {} s); wait and retry",
                     auth::Failures::LIMIT,
@@ -410,7 +411,7 @@ async fn bounded_and_json(
             let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
         });
         return ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::PayloadTooLarge,
             format!("the body is {len} bytes; at most {max_body} are accepted"),
         )
         .into_response();
@@ -427,7 +428,7 @@ async fn bounded_and_json(
     let text = String::from_utf8_lossy(&text).trim().to_string();
     let message =
         if text.is_empty() { status.canonical_reason().unwrap_or("error").to_string() } else { text };
-    let mut out = ApiError::new(status, message).into_response();
+    let mut out = ApiError::of_status(status, message).into_response();
     for (name, value) in &parts.headers {
         if name != CONTENT_TYPE && name != CONTENT_LENGTH {
             out.headers_mut().insert(name.clone(), value.clone());
@@ -594,8 +595,7 @@ async fn post_events(
             continue; // the event check names what is wrong with the line
         };
         if head.module() == auth::DECISIONS_MODULE {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
+            return Err(ApiError::new(ErrorCode::Forbidden,
                 format!(
                     "line {}: `{}` events are written by the server from proposals and decisions; use /v1/proposals",
                     i + 1,

@@ -57,6 +57,8 @@ use utoipa::{Modify, OpenApi};
         crate::history::Day,
         crate::history::Spread,
         crate::history::InputHistory,
+        livestate_wire::ErrorBody,
+        livestate_wire::ErrorCode,
     )),
     modifiers(&BearerToken, &ErrorAnswers)
 )]
@@ -74,7 +76,8 @@ impl Modify for BearerToken {
     }
 }
 
-/// Every error answer is the same JSON object, `{"error": "…", "code": "…"}`; this documents it on every
+/// Every error answer is the same JSON object, `{"code": "…", "message": "…", "retryable": …}`
+/// (`livestate_wire::ErrorBody`, the schema `Error`); this documents it on every
 /// operation, with the statuses every operation can answer whatever its handler does: 400 for
 /// a parameter or body that does not fit, 401/403/429 where a token is needed, 408/413 for a
 /// request body (too slow, too large), 500, and 503/507 where events are recorded.
@@ -82,45 +85,7 @@ struct ErrorAnswers;
 
 impl Modify for ErrorAnswers {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        use utoipa::openapi::{ContentBuilder, ObjectBuilder, Ref, RefOr, ResponseBuilder, Schema, Type};
-        let components = openapi.components.get_or_insert_with(Default::default);
-        components.schemas.insert(
-            "Error".into(),
-            RefOr::T(Schema::Object(
-                ObjectBuilder::new()
-                    .property("error", ObjectBuilder::new().schema_type(Type::String))
-                    .property(
-                        "code",
-                        ObjectBuilder::new().schema_type(Type::String).enum_values(Some([
-                            "bad_request",
-                            "unauthenticated",
-                            "forbidden",
-                            "not_found",
-                            "method_not_allowed",
-                            "request_timeout",
-                            "conflict",
-                            "payload_too_large",
-                            "unsupported_media_type",
-                            "too_many_requests",
-                            "not_implemented",
-                            "unavailable",
-                            "insufficient_storage",
-                            "client_error",
-                            "internal",
-                        ])),
-                    )
-                    .property(
-                        "incident",
-                        ObjectBuilder::new().schema_type(Type::Integer).description(Some(
-                            "On an internal error (500): the number the server's log holds its cause under",
-                        )),
-                    )
-                    .required("error")
-                    .required("code")
-                    .description(Some("Why the request was not served, naming what was wrong."))
-                    .build(),
-            )),
-        );
+        use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
         let error = || ContentBuilder::new().schema(Some(Ref::from_schema_name("Error"))).build();
         for (path, item) in openapi.paths.paths.iter_mut() {
             let ops = [

@@ -24,6 +24,7 @@ use crate::error::{parse_body, ApiError};
 use crate::reads::{key_text, query_param, read_rows};
 use crate::store::{ProposalEntry, PROPOSAL_CREATED, PROPOSAL_DECIDED};
 use crate::{Caller, Shared};
+use livestate_wire::ErrorCode;
 
 /// The fields the two decisions events must declare (all strings; `reason` may be optional).
 const CREATED_FIELDS: [&str; 7] =
@@ -282,9 +283,7 @@ async fn record(s: &Arc<Shared>, id: String, ty: &str, data: Map<String, Value>)
 fn enabled(s: &Shared) -> Result<(), ApiError> {
     match &s.decisions_unsupported {
         None => Ok(()),
-        Some(why) => {
-            Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, format!("proposals are disabled: {why}")))
-        }
+        Some(why) => Err(ApiError::new(ErrorCode::NotImplemented, format!("proposals are disabled: {why}"))),
     }
 }
 
@@ -328,7 +327,7 @@ pub(crate) async fn create(
     for (i, src) in p.sources.iter().enumerate() {
         let (found, _) = rows_for(&s, src, At::Snapshot(src.snapshot_id))
             .await
-            .map_err(|e| ApiError::new(e.status, format!("sources[{i}]: {}", e.message)))?;
+            .map_err(|e| ApiError::new(e.code, format!("sources[{i}]: {}", e.message)))?;
         if let Some(&j) = unmatched(&src.rows, &found).first() {
             let ts = s.ls.spec.table(&src.table).expect("checked");
             let cited = &src.rows[j];

@@ -502,18 +502,9 @@ const SQL_RETRY_AFTER_SECONDS: u64 = 1;
 /// when all queries together hold their memory, 400 for the caller's query otherwise, 500
 /// for ours.
 fn sql_error(e: livestate_sql::SqlError) -> Response {
-    use axum::http::StatusCode;
-    use livestate_sql::SqlError;
-    let status = match &e {
-        SqlError::TextTooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-        SqlError::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
-        SqlError::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
-        SqlError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
-        e if e.is_input_error() => StatusCode::BAD_REQUEST,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    };
-    let mut r = ApiError::new(status, e.to_string()).into_response();
-    if e.is_retryable() {
+    let retryable = e.is_retryable();
+    let mut r = ApiError::from(e).into_response();
+    if retryable {
         r.headers_mut().insert(header::RETRY_AFTER, SQL_RETRY_AFTER_SECONDS.into());
     }
     r

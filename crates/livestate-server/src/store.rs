@@ -13,6 +13,7 @@ use std::path::Path;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use livestate_engine::RecordError;
 use livestate_record::{Record, RecordedEvent};
+use livestate_wire::ErrorKind;
 use serde::{Deserialize, Serialize};
 
 /// Events read per follower batch.
@@ -24,16 +25,27 @@ pub const PROPOSAL_DECIDED: &str = "decisions.proposal_decided";
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// The embedded store could not be opened, read or written.
     #[error("proposal store: {0}")]
-    Store(String),
+    Store(#[from] fjall::Error),
+    /// A stored entry does not decode: the store is damaged or from another version.
+    #[error("proposal store: a stored entry does not decode: {0}")]
+    Entry(#[from] serde_json::Error),
     #[error(transparent)]
     Record(#[from] RecordError),
     #[error("proposal store: event at offset {offset}: {message}")]
     Event { offset: u64, message: String },
 }
 
-fn store_err(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Store(e.to_string())
+impl StoreError {
+    /// Whose failure this is: the record's own kind (a refused write is unavailable), else
+    /// the server's (no request makes the store fail).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            StoreError::Record(e) => e.kind(),
+            StoreError::Store(_) | StoreError::Entry(_) | StoreError::Event { .. } => ErrorKind::Internal,
+        }
+    }
 }
 
 /// A decision on a proposal.
@@ -130,12 +142,11 @@ impl Store {
     /// The store cannot be opened.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         let db = livestate_record::memory::database(path, livestate_record::memory::PROPOSALS_CACHE_BYTES)
-            .open()
-            .map_err(store_err)?;
+            .open()?;
         // Writes flush to a table file at 1 MiB per keyspace (fjall's default: 64 MiB; see
         // `livestate_record::memory` for what a memtable costs).
         let options = || KeyspaceCreateOptions::default().max_memtable_size(1024 * 1024);
-        let ks = |name: &str| db.keyspace(name, options).map_err(store_err);
+        let ks = |name: &str| db.keyspace(name, options).map_err(StoreError::from);
         Ok(Store {
             meta: ks("meta")?,
             proposals: ks("proposals")?,
@@ -152,7 +163,7 @@ impl Store {
     /// # Errors
     /// Store errors.
     pub fn through(&self) -> Result<u64, StoreError> {
-        Ok(self.meta.get(b"through").map_err(store_err)?.map_or(0, |v| tail_u64(&v)))
+        Ok(self.meta.get(b"through")?.map_or(0, |v| tail_u64(&v)))
     }
 
     /// Applies the record's next batch of events; returns how many were read.
@@ -236,7 +247,7 @@ impl Store {
                 _ => {}
             }
             if let Some(c) = &ev.causation {
-                if touched.contains_key(c) || self.proposals.contains_key(c.as_bytes()).map_err(store_err)? {
+                if touched.contains_key(c) || self.proposals.contains_key(c.as_bytes())? {
                     batch.insert(&self.caused, pair(c, ev.offset), ev.event_type.as_bytes());
                 }
             }
@@ -245,8 +256,8 @@ impl Store {
             batch.insert(&self.proposals, id.as_bytes(), serde_json::to_vec(p).expect("proposals encode"));
         }
         batch.insert(&self.meta, b"through", (last + 1).to_be_bytes());
-        batch.commit().map_err(store_err)?;
-        self.db.persist(PersistMode::SyncAll).map_err(store_err)?;
+        batch.commit()?;
+        self.db.persist(PersistMode::SyncAll)?;
         Ok(events.len())
     }
 
@@ -265,9 +276,9 @@ impl Store {
     /// # Errors
     /// Store errors.
     pub fn get(&self, id: &str) -> Result<Option<ProposalEntry>, StoreError> {
-        match self.proposals.get(id.as_bytes()).map_err(store_err)? {
+        match self.proposals.get(id.as_bytes())? {
             None => Ok(None),
-            Some(v) => serde_json::from_slice(&v).map(Some).map_err(store_err),
+            Some(v) => serde_json::from_slice(&v).map(Some).map_err(StoreError::from),
         }
     }
 
@@ -281,7 +292,7 @@ impl Store {
             if out.len() >= limit {
                 break;
             }
-            let (_, id) = kv.into_inner().map_err(store_err)?;
+            let (_, id) = kv.into_inner()?;
             let id = String::from_utf8_lossy(&id).to_string();
             if let Some(p) = self.get(&id)? {
                 if status.is_none_or(|s| s == p.status) {
@@ -305,7 +316,7 @@ impl Store {
     ) -> Result<(Vec<ProposalEntry>, bool), StoreError> {
         let mut out = Vec::new();
         for kv in self.by_offset.iter().rev() {
-            let (_, id) = kv.into_inner().map_err(store_err)?;
+            let (_, id) = kv.into_inner()?;
             let Some(p) = self.get(&String::from_utf8_lossy(&id))? else { continue };
             if p.created_at.as_str() < since {
                 break;
@@ -327,8 +338,8 @@ impl Store {
     pub fn counts(&self) -> Result<std::collections::BTreeMap<String, u64>, StoreError> {
         let mut out = std::collections::BTreeMap::new();
         for kv in self.proposals.iter() {
-            let (_, v) = kv.into_inner().map_err(store_err)?;
-            let p: ProposalEntry = serde_json::from_slice(&v).map_err(store_err)?;
+            let (_, v) = kv.into_inner()?;
+            let p: ProposalEntry = serde_json::from_slice(&v)?;
             *out.entry(p.status).or_insert(0) += 1;
         }
         Ok(out)
@@ -343,8 +354,8 @@ impl Store {
         let from = pair(module, after.saturating_add(1));
         let to = pair(module, u64::MAX);
         for kv in self.outbox.range(from..=to).take(limit) {
-            let (_, v) = kv.into_inner().map_err(store_err)?;
-            out.push(serde_json::from_slice(&v).map_err(store_err)?);
+            let (_, v) = kv.into_inner()?;
+            out.push(serde_json::from_slice(&v)?);
         }
         Ok(out)
     }
@@ -356,7 +367,7 @@ impl Store {
     pub fn caused(&self, id: &str) -> Result<Vec<u64>, StoreError> {
         let mut out = Vec::new();
         for kv in self.caused.range(pair(id, 0)..=pair(id, u64::MAX)) {
-            let k = kv.key().map_err(store_err)?;
+            let k = kv.key()?;
             out.push(tail_u64(&k));
         }
         Ok(out)
@@ -367,7 +378,7 @@ impl Store {
     /// # Errors
     /// Store errors.
     pub fn delivered(&self, module: &str) -> Result<u64, StoreError> {
-        Ok(self.delivered.get(module.as_bytes()).map_err(store_err)?.map_or(0, |v| tail_u64(&v)))
+        Ok(self.delivered.get(module.as_bytes())?.map_or(0, |v| tail_u64(&v)))
     }
 
     /// Records that `module`'s webhook accepted everything up to `cursor`, durably.
@@ -375,7 +386,7 @@ impl Store {
     /// # Errors
     /// Store errors.
     pub fn set_delivered(&self, module: &str, cursor: u64) -> Result<(), StoreError> {
-        self.delivered.insert(module.as_bytes(), cursor.to_be_bytes()).map_err(store_err)?;
-        self.db.persist(PersistMode::SyncAll).map_err(store_err)
+        self.delivered.insert(module.as_bytes(), cursor.to_be_bytes())?;
+        self.db.persist(PersistMode::SyncAll).map_err(StoreError::from)
     }
 }

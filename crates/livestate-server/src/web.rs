@@ -527,7 +527,7 @@ pub(crate) async fn proposal(
         (Ok(p), Ok(a)) => (p, a),
         (Err(e), _) | (_, Err(e)) => {
             return (
-                e.status,
+                e.status(),
                 page("Not found", Some((&caller.0, &csrf)), &format!("<h1>{}</h1>", esc(&e.message))),
             )
                 .into_response()
@@ -561,7 +561,7 @@ pub(crate) async fn proposal(
     // A declared kind's sheet comes first; any other kind has none.
     let sheet = match crate::sheet::sheet_of(&s, &id).await {
         Ok(sh) => Some(crate::web_decisions::sheet_html(&sh)),
-        Err(e) if e.status == StatusCode::NOT_FOUND => None,
+        Err(e) if e.code == livestate_wire::ErrorCode::NotFound => None,
         Err(e) => Some((
             esc(&p.summary),
             format!(r#"<p class="flash error">The sheet could not be read: {}</p>"#, esc(&e.message)),
@@ -679,7 +679,7 @@ pub(crate) async fn lineage(
         Ok(a) => a,
         Err(e) => {
             return (
-                e.status,
+                e.status(),
                 page("Not found", Some((&caller.0, &csrf)), &format!("<h1>{}</h1>", esc(&e.message))),
             )
                 .into_response()
@@ -789,7 +789,7 @@ pub(crate) async fn tables(State(s): State<Arc<Shared>>, headers: HeaderMap) -> 
     .await
     {
         Ok(i) => i,
-        Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        Err(e) => return crate::error::ApiError::from(e).into_response(),
     };
     let now = chrono::Utc::now();
     let advice = livestate_spec::advice::advise(&s.ls.spec);

@@ -120,7 +120,7 @@ pub(crate) async fn kind(
         Ok(h) => h,
         Err(e) => {
             return (
-                e.status,
+                e.status(),
                 page("Decisions", Some((&caller.0, &csrf)), &format!("<h1>{}</h1>", esc(&e.message))),
             )
                 .into_response()

@@ -225,7 +225,7 @@ async fn every_endpoint_answers_every_role_as_the_role_matrix_says() {
                 (200..300).contains(&status)
             } else {
                 status == 403
-                    && body["error"].as_str().is_some_and(|e| e.contains(caller) || e.contains("decisions"))
+                    && body["message"].as_str().is_some_and(|e| e.contains(caller) || e.contains("decisions"))
             };
             if !ok {
                 wrong.push(format!("{} {} as {caller}: {status} {body}", call.method, call.path));
@@ -572,6 +572,6 @@ async fn guessing_tokens_is_cut_off_after_thirty_failures_a_minute_from_one_addr
     let refused = http.get(&tables).bearer_auth(&server.tokens["admin"]).send().await.unwrap();
     assert_eq!(refused.status().as_u16(), 429);
     let body: Value = refused.json().await.unwrap();
-    assert!(body["error"].as_str().unwrap().contains("too many failed authentications"), "{body}");
+    assert!(body["message"].as_str().unwrap().contains("too many failed authentications"), "{body}");
     assert_eq!(get(Some("lst_another".into())).await, 429);
 }

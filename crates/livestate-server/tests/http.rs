@@ -117,9 +117,38 @@ async fn client(addr: std::net::SocketAddr, stop: tokio::sync::oneshot::Sender<(
     let (status, body) =
         http(addr, "POST", "/v1/events", &line("x", "inventory.nope", serde_json::json!({}))).await;
     assert_eq!(status, 400, "{body}");
-    assert!(body["error"].as_str().unwrap().contains("unknown event type `inventory.nope`"), "{body}");
+    assert!(body["message"].as_str().unwrap().contains("unknown event type `inventory.nope`"), "{body}");
+    // Every error answer has one body: the stable code, the message, whether a retry can help.
+    assert_eq!(
+        (body["code"].as_str(), body["retryable"].as_bool()),
+        (Some("bad_request"), Some(false)),
+        "{body}"
+    );
     let (status, body) = http(addr, "GET", "/v1/tables/stok/rows", "").await;
     assert_eq!(status, 404, "{body}");
+    assert_eq!(body["code"], "not_found", "{body}");
+    // An event id re-sent with other content contradicts what is stored: a conflict.
+    let (status, body) = http(
+        addr,
+        "POST",
+        "/v1/events",
+        &line(
+            "c1",
+            "inventory.stock_counted",
+            serde_json::json!({"item": "bolt", "location": "north", "on_hand": 51}),
+        ),
+    )
+    .await;
+    assert_eq!((status, body["code"].as_str()), (409, Some("conflict")), "{body}");
+    // The client reads the same body, typed: the kind a program branches on.
+    let c = livestate_client::Client::new(&format!("http://{addr}"), TOKEN.get().unwrap()).unwrap();
+    let e = c.rows("stok", &[]).await.unwrap_err();
+    assert_eq!(
+        (e.kind(), e.code(), e.status().map(|s| s.as_u16())),
+        (livestate_client::ErrorKind::NotFound, Some(livestate_client::ErrorCode::NotFound), Some(404)),
+        "{e}"
+    );
+    assert!(e.to_string().contains("unknown table `stok`"), "{e}");
     let (status, _) =
         http(addr, "GET", "/v1/triggers/stock_below_reorder_point/firings?consumer=a/b", "").await;
     assert_eq!(status, 400);

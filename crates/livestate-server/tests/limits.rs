@@ -52,7 +52,7 @@ async fn a_body_announced_over_the_limit_is_refused_at_once_with_json() {
         assert_eq!(status, 413, "{headers}{body}");
         assert!(headers.contains("content-type: application/json"), "{headers}");
         let v: Value = serde_json::from_str(&body).unwrap();
-        assert!(v["error"].as_str().unwrap().contains(&format!("{announced} bytes")), "{v}");
+        assert!(v["message"].as_str().unwrap().contains(&format!("{announced} bytes")), "{v}");
     }
     // Nothing was recorded.
     let health = server.client("agent:procurement").health().await.unwrap();
@@ -74,7 +74,7 @@ async fn a_chunked_body_over_the_limit_and_a_wrong_method_answer_json_errors() {
     let (status, headers, body) = raw(server.addr, &head).await;
     assert_eq!(status, 413, "{headers}{body}");
     assert!(headers.contains("content-type: application/json"), "{headers}");
-    assert!(serde_json::from_str::<Value>(&body).unwrap()["error"].is_string(), "{body}");
+    assert!(serde_json::from_str::<Value>(&body).unwrap()["message"].is_string(), "{body}");
 
     // A method the route does not take: 405, JSON, and the methods it does take.
     let head = format!("DELETE /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n");
@@ -82,7 +82,7 @@ async fn a_chunked_body_over_the_limit_and_a_wrong_method_answer_json_errors() {
     assert_eq!(status, 405, "{headers}{body}");
     assert!(headers.contains("content-type: application/json"), "{headers}");
     assert!(headers.contains("allow: post"), "{headers}");
-    assert!(serde_json::from_str::<Value>(&body).unwrap()["error"].is_string(), "{body}");
+    assert!(serde_json::from_str::<Value>(&body).unwrap()["message"].is_string(), "{body}");
     server.stop().await;
 }
 

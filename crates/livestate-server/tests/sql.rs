@@ -316,7 +316,10 @@ async fn a_principal_over_its_query_limit_gets_429_with_retry_after_and_others_a
     assert_eq!(headers.get("retry-after").map(|v| v.to_str().unwrap()), Some("1"));
     assert!(headers.get("content-type").unwrap().to_str().unwrap().starts_with("application/json"));
     assert!(
-        body["error"].as_str().unwrap().contains("agent:procurement runs 1 already, the limit per principal"),
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("agent:procurement runs 1 already, the limit per principal"),
         "{body}"
     );
     // Another principal is served meanwhile.

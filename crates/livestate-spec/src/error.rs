@@ -31,6 +31,13 @@ pub enum SpecError {
     Invalid(Vec<Problem>),
 }
 
+impl SpecError {
+    /// Both are the caller's to fix: a spec path that cannot be read, or a spec that is wrong.
+    pub fn kind(&self) -> livestate_wire::ErrorKind {
+        livestate_wire::ErrorKind::Input
+    }
+}
+
 /// What is wrong with one event line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {reason}")]
@@ -43,5 +50,10 @@ pub struct EventError {
 impl EventError {
     pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
         EventError { field: field.into(), reason: reason.into() }
+    }
+
+    /// Always the caller's: the line does not fit the spec.
+    pub fn kind(&self) -> livestate_wire::ErrorKind {
+        livestate_wire::ErrorKind::Input
     }
 }

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use livestate_wire::{ErrorCode, ErrorKind};
+
 /// Where the query text passed one of its shape limits (see [`crate::shape`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Shape {
@@ -137,25 +139,41 @@ impl SqlError {
         }
     }
 
-    /// Whether the caller can fix it (a 4xx rather than a 5xx). [`SqlError::Busy`] and
-    /// [`SqlError::Overloaded`] are not: the caller's query is fine, the server is busy.
-    pub fn is_input_error(&self) -> bool {
-        matches!(
-            self,
+    /// Whose failure this is: the caller's query (it does not plan, is not a read, is too
+    /// long, too complex, too slow or too large, or failed on its own values) is input; too many
+    /// queries at once, or all of them holding the memory queries may take, is unavailable (the
+    /// same query may succeed later); a failure running a plan is internal.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
             SqlError::Plan(_)
-                | SqlError::NotReadOnly(_)
-                | SqlError::Version(_)
-                | SqlError::TextTooLong { .. }
-                | SqlError::TooComplex(_)
-                | SqlError::Timeout(_)
-                | SqlError::Memory(_)
-                | SqlError::ValueTooLarge(_)
-                | SqlError::Data(_)
-        ) || matches!(self, SqlError::Engine(e) if livestate_engine::is_input_error(e.as_ref()))
+            | SqlError::NotReadOnly(_)
+            | SqlError::Version(_)
+            | SqlError::TextTooLong { .. }
+            | SqlError::TooComplex(_)
+            | SqlError::Timeout(_)
+            | SqlError::Memory(_)
+            | SqlError::ValueTooLarge(_)
+            | SqlError::Data(_) => ErrorKind::Input,
+            SqlError::Busy(_) | SqlError::Overloaded(_) => ErrorKind::Unavailable,
+            SqlError::Exec(_) => ErrorKind::Internal,
+            SqlError::Engine(e) => e.kind(),
+        }
+    }
+
+    /// The code an answer carries: the kind's, or a finer one for a limit (text too long,
+    /// time limit, too many queries at once).
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            SqlError::TextTooLong { .. } => ErrorCode::PayloadTooLarge,
+            SqlError::Timeout(_) => ErrorCode::RequestTimeout,
+            SqlError::Busy(_) => ErrorCode::TooManyRequests,
+            SqlError::Engine(e) => e.code(),
+            other => other.kind().code(),
+        }
     }
 
     /// Whether the same query may succeed later, unchanged.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, SqlError::Busy(_) | SqlError::Overloaded(_))
+        self.kind().is_retryable()
     }
 }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use livestate_engine::Livestate;
 use livestate_sql::{Busy, Limits, Queries, SqlError};
+use livestate_wire::ErrorKind;
 use serde_json::json;
 
 /// An initialised directory of the example spec (its tables empty).
@@ -46,7 +47,7 @@ async fn the_deepest_accepted_query_plans_and_runs_and_one_step_deeper_is_refuse
     let deeper = format!("SELECT 1{} AS x", " + 1".repeat(129));
     let e = run(&ls, &queries, &deeper).await.unwrap_err();
     assert!(matches!(&e, SqlError::TooComplex(s) if s.what == "nesting depth" && s.found == 129), "{e}");
-    assert!(e.is_input_error());
+    assert_eq!(e.kind(), ErrorKind::Input, "{e}");
     assert!(e.to_string().contains("line 1, column"), "{e}");
 }
 
@@ -101,7 +102,7 @@ async fn a_slow_query_is_stopped_at_the_time_limit_and_its_place_is_freed() {
     let started = Instant::now();
     let e = run(&ls, &queries, ENDLESS).await.unwrap_err();
     assert!(matches!(e, SqlError::Timeout(_)), "{e}");
-    assert!(e.is_input_error());
+    assert_eq!(e.kind(), ErrorKind::Input, "{e}");
     assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     // The aborted work ends, and the principal's one place is free again.
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -139,7 +140,7 @@ async fn queries_beyond_the_concurrency_limits_are_turned_away_naming_the_limit(
         tokio::time::sleep(Duration::from_millis(300)).await;
         let mine = queries.run("agent:a", catalog, &ls.spec, &lag, "SELECT 1", 1).await.unwrap_err();
         assert!(matches!(&mine, SqlError::Busy(Busy::Principal { limit: 1, .. })), "{mine}");
-        assert!(mine.is_retryable() && !mine.is_input_error());
+        assert!(mine.is_retryable() && mine.kind() == ErrorKind::Unavailable);
         assert!(mine.to_string().contains("agent:a runs 1 already, the limit per principal"), "{mine}");
         // Another principal still gets in (the overall limit is 2).
         let other = queries.run("agent:b", catalog, &ls.spec, &lag, "SELECT 1 AS one", 1).await.unwrap();
@@ -188,7 +189,7 @@ async fn functions_that_build_values_from_an_argument_are_refused_above_the_valu
     ] {
         let e = run(&ls, &queries, sql).await.expect_err(sql);
         assert!(matches!(e, SqlError::ValueTooLarge(_)), "{sql}: {e}");
-        assert!(e.is_input_error());
+        assert_eq!(e.kind(), ErrorKind::Input, "{e}");
         let m = e.to_string();
         assert!(m.contains(&format!("`{named}`")) && m.contains("16 MiB"), "{sql}: {m}");
     }
@@ -227,7 +228,7 @@ async fn integer_overflow_over_rows_is_the_callers_data_error_not_a_wrapped_answ
         }
         let e = e.expect_err(sql);
         assert!(matches!(e, SqlError::Data(_)), "{sql}: {e}");
-        assert!(e.is_input_error());
+        assert_eq!(e.kind(), ErrorKind::Input, "{e}");
         assert!(e.to_string().contains("Overflow happened on"), "{sql}: {e}");
     }
     let fits =
@@ -247,7 +248,7 @@ async fn a_query_over_its_memory_limit_is_stopped_naming_the_limit() {
     let queries = Queries::new(Limits { memory_bytes: 4 << 20, ..Limits::default() });
     let e = run(&ls, &queries, HUNGRY).await.unwrap_err();
     assert!(matches!(e, SqlError::Memory(_)), "{e}");
-    assert!(e.is_input_error());
+    assert_eq!(e.kind(), ErrorKind::Input, "{e}");
     assert!(e.to_string().contains("memory limit of 4 MiB"), "{e}");
     // The same pool, shared by all queries, refuses with a retryable error.
     let queries = Queries::new(Limits { total_memory_bytes: 4 << 20, ..Limits::default() });
