@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use livestate_client::{Client, ClientError};
+use livestate_client::{Client, ClientError, ProposalStatus};
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
@@ -165,14 +165,13 @@ impl ProcurementAgent {
     pub async fn resume(&mut self) -> Result<(), ClientError> {
         let me = self.client.whoami().await?;
         let agent = me["role"]["agent"].as_str().unwrap_or_default().to_string();
-        let list = self.client.proposals(Some("pending")).await?;
-        for p in list["proposals"].as_array().into_iter().flatten() {
-            if p["agent"] == agent.as_str() && p["kind"] == KIND {
-                let full = self.client.proposal(p["id"].as_str().unwrap_or_default()).await?;
-                let action = &full["document"]["action"];
+        let list = self.client.proposals(Some(ProposalStatus::Pending)).await?;
+        for p in list.proposals {
+            if p.agent == agent.as_str() && p.kind == KIND {
+                let full = self.client.proposal(&p.id).await?;
+                let action = &full.document["action"];
                 if let (Some(item), Some(location)) = (action["item"].as_str(), action["location"].as_str()) {
-                    let id = p["id"].as_str().unwrap_or_default().to_string();
-                    self.pending.insert((item.to_string(), location.to_string()), id);
+                    self.pending.insert((item.to_string(), location.to_string()), p.id.clone());
                 }
             }
         }
@@ -214,9 +213,8 @@ impl ProcurementAgent {
     pub async fn handle(&mut self, item: &str, location: &str) -> Result<Option<String>, ClientError> {
         let key = (item.to_string(), location.to_string());
         if let Some(id) = self.pending.get(&key).cloned() {
-            let status =
-                self.client.proposal(&id).await?["proposal"]["status"].as_str().unwrap_or("").to_string();
-            if status == "pending" {
+            let status = self.client.proposal(&id).await?.proposal.status;
+            if status == ProposalStatus::Pending {
                 self.say(Narration::Skipped {
                     item: item.into(),
                     why: format!("proposal {id} for {location} is still pending"),
@@ -293,8 +291,7 @@ impl ProcurementAgent {
             "risk": {"level": plan.risk_level, "reasons": plan.reasons},
             "idempotency_key": format!("{item}@{location}@{}", read["offset"]),
         });
-        let created = self.client.propose(&proposal).await?;
-        let id = created["id"].as_str().unwrap_or_default().to_string();
+        let id = self.client.propose(&proposal).await?.id;
         self.pending.insert(key, id.clone());
         self.say(Narration::Proposed { id: id.clone(), summary, risk: plan.risk_level });
         Ok(Some(id))

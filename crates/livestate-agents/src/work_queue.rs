@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use livestate_client::{Client, ClientError};
+use livestate_client::{Client, ClientError, ProposalStatus};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
@@ -107,7 +107,7 @@ impl WorkQueueAgent {
             };
             let job_id = text(&job, "job_id").to_string();
             if let Some(id) = self.pending.get(&job_id).cloned() {
-                if self.client.proposal(&id).await?["proposal"]["status"] == "pending" {
+                if self.client.proposal(&id).await?.proposal.status == ProposalStatus::Pending {
                     continue;
                 }
                 self.pending.remove(&job_id);
@@ -138,8 +138,7 @@ impl WorkQueueAgent {
                 "risk": {"level": "low", "reasons": ["reversible: the job can be blocked again"]},
                 "idempotency_key": format!("{job_id}@{}", read["offset"]),
             });
-            let created = self.client.propose(&proposal).await?;
-            let id = created["id"].as_str().unwrap_or_default().to_string();
+            let id = self.client.propose(&proposal).await?.id;
             self.pending.insert(job_id, id.clone());
             if let Some(tx) = &self.narrate {
                 let _ = tx.send(Narration::Proposed { id: id.clone(), summary, risk: "low".into() });

@@ -105,7 +105,7 @@ async fn one_shortage_makes_one_proposal_which_leads_to_inbound_then_on_hand() {
     assert_eq!(made.len(), 1);
     let id = made[0].clone();
     let p = ana.proposal(&id).await.unwrap();
-    let doc = &p["document"];
+    let doc = &p.document;
     // North needs 100 - 35 = 65; acme (low risk) packs 50s: 100. South is fine.
     assert_eq!(doc["action"]["supplier"], "acme");
     assert_eq!(doc["action"]["qty"], 100);
@@ -152,7 +152,7 @@ async fn one_shortage_makes_one_proposal_which_leads_to_inbound_then_on_hand() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(south.len(), 1);
-    let south_doc = ana.proposal(&south[0]).await.unwrap()["document"].clone();
+    let south_doc = ana.proposal(&south[0]).await.unwrap().document;
     assert_eq!(south_doc["action"]["location"], "south");
     assert_eq!(south_doc["action"]["qty"], 100, "100 - 30 = 70, rounded up to acme's pack of 50");
     assert_eq!(agent.handle("bolt", "north").await.unwrap(), None);
@@ -163,12 +163,12 @@ async fn one_shortage_makes_one_proposal_which_leads_to_inbound_then_on_hand() {
     let mut restarted = ProcurementAgent::new(c(&agent_t), None);
     restarted.resume().await.unwrap();
     assert_eq!(restarted.handle("bolt", "north").await.unwrap(), None, "proposed again after a restart");
-    assert_eq!(ana.proposals(None).await.unwrap()["proposals"].as_array().unwrap().len(), 2);
+    assert_eq!(ana.proposals(None).await.unwrap().proposals.len(), 2);
 
     // Approved, ordered (inbound rises), received (on hand rises), each citing the proposal.
     ana.decide(&id, true, "stock is needed").await.unwrap();
     let outbox = procurement.outbox("procurement", 0).await.unwrap();
-    let item = &outbox["items"][0];
+    let item = serde_json::to_value(&outbox.items[0]).unwrap();
     assert_eq!(item["proposal_id"], json!(id));
     procurement
         .emit(&event(
@@ -182,7 +182,7 @@ async fn one_shortage_makes_one_proposal_which_leads_to_inbound_then_on_hand() {
     let reader = c(&agent_t);
     eventually("inbound", || async {
         let r = reader.rows("stock", &[("item", "bolt"), ("location", "north")]).await.unwrap();
-        (r["rows"][0]["inbound"] == 100).then_some(())
+        (r.cell(0, "inbound") == 100).then_some(())
     })
     .await;
     inventory
@@ -205,7 +205,7 @@ async fn one_shortage_makes_one_proposal_which_leads_to_inbound_then_on_hand() {
         .unwrap();
     eventually("on hand", || async {
         let r = reader.rows("stock", &[("item", "bolt"), ("location", "north")]).await.unwrap();
-        (r["rows"][0]["on_hand"] == 150 && r["rows"][0]["inbound"] == 0).then_some(())
+        (r.cell(0, "on_hand") == 150 && r.cell(0, "inbound") == 0).then_some(())
     })
     .await;
 

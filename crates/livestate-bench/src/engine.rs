@@ -135,12 +135,12 @@ async fn derive_until_done(
 ) -> Result<Derived> {
     let mut out = Derived::default();
     loop {
-        let step = d.step(&ls.record, &ls.spec).await?;
+        let step = ls.step(d).await?;
         out.commits += step.commits;
         out.rows += step.rows;
         after_step(d);
         if step.events == 0 {
-            if done.load(Ordering::Acquire) && d.position() >= ls.record.next_offset() {
+            if done.load(Ordering::Acquire) && d.position() >= ls.record().next_offset() {
                 break;
             }
             tokio::select! {
@@ -243,8 +243,8 @@ pub async fn ingest(dir: &Path, spec_dir: &Path, events: &Path, batch: usize) ->
     let n = counted.load(Ordering::Acquire);
     let derived = derived?;
     let seconds = start.elapsed().as_secs_f64();
-    let (data_files, warehouse) = disk_usage(&ls.layout.warehouse_dir());
-    let (_, record) = disk_usage(&ls.layout.record_dir());
+    let (data_files, warehouse) = disk_usage(&ls.layout().warehouse_dir());
+    let (_, record) = disk_usage(&ls.layout().record_dir());
     let peak_rss_mib = crate::memory::own_peak_rss_mib();
     Ok(Ingest {
         batch,
@@ -271,7 +271,7 @@ pub async fn digests_of(dir: &Path) -> Result<Vec<TableDigest>> {
     let mut out = Vec::new();
     for table in digest::TABLES {
         let req = ReadRequest { table: table.into(), keys: vec![], at: At::Latest };
-        let rows = livestate_engine::read::read(&ls.catalog, &ls.spec, &req, &lag, None).await?;
+        let rows = livestate_engine::read::read(ls.catalog(), ls.spec(), &req, &lag, None).await?;
         out.push(digest::of(table, rows.rows.iter().map(|r| r.iter().map(digest::cell).collect())));
     }
     Ok(out)
@@ -293,7 +293,7 @@ pub async fn freshness(
     const TICK: Duration = Duration::from_millis(10);
     let ls = Arc::new(Livestate::open(dir).await?);
     let mut d = ls.derivers().await?;
-    d.catch_up(&ls.record, &ls.spec, u64::MAX, &mut |_| {}).await?;
+    ls.catch_up(&mut d, u64::MAX, &mut |_| {}).await?;
     let done = Arc::new(AtomicBool::new(false));
     let new_events = Arc::new(Notify::new());
     // Stock events appended and not yet visible: (offset, when its append started).
@@ -379,7 +379,7 @@ pub async fn reads(ls: &Livestate, item_locations: usize, lookups: usize) -> Res
         let (item, loc) = key(i);
         let k = key_bytes([Value::String(item), Value::String(loc.into())].iter());
         let t = Instant::now();
-        let row = ls.index.get(FRESH_TABLE, &k)?;
+        let row = ls.index().get(FRESH_TABLE, &k)?;
         index.push(t.elapsed());
         if row.is_none() {
             return Err(BenchError::peer(
@@ -392,7 +392,7 @@ pub async fn reads(ls: &Livestate, item_locations: usize, lookups: usize) -> Res
     let mut read_api = timed_reads(ls, &lag, item_locations, (lookups / 10).max(10), true).await?;
     let mut paimon_scan = timed_reads(ls, &lag, item_locations, (lookups / 200).max(5), false).await?;
     let (scan_rows, scan_seconds) = full_scans(ls, &lag, None).await?;
-    let (index_rows, index_scan_seconds) = full_scans(ls, &lag, Some(&ls.index)).await?;
+    let (index_rows, index_scan_seconds) = full_scans(ls, &lag, Some(ls.index())).await?;
     if index_rows != scan_rows {
         let message =
             format!("a full read gave {scan_rows} rows from Paimon and {index_rows} from the index");
@@ -421,7 +421,7 @@ async fn full_scans(
     for _ in 0..3 {
         let req = ReadRequest { table: FRESH_TABLE.into(), keys: vec![], at: At::Latest };
         let t = Instant::now();
-        let rows = livestate_engine::read::read(&ls.catalog, &ls.spec, &req, lag, index).await?;
+        let rows = livestate_engine::read::read(ls.catalog(), ls.spec(), &req, lag, index).await?;
         scans.push(t.elapsed().as_secs_f64());
         scan_rows = rows.rows.len() as u64;
     }
@@ -439,9 +439,9 @@ async fn timed_reads(
 ) -> Result<Vec<Duration>> {
     let mut out = Vec::with_capacity(n);
     for i in sample_keys(item_locations, n) {
-        let index = with_index.then_some(&*ls.index);
+        let index = with_index.then_some(ls.index());
         let t = Instant::now();
-        let rows = livestate_engine::read::read(&ls.catalog, &ls.spec, &key_request(i), lag, index).await?;
+        let rows = livestate_engine::read::read(ls.catalog(), ls.spec(), &key_request(i), lag, index).await?;
         out.push(t.elapsed());
         if rows.rows.len() != 1 {
             let message = format!("read of item-location {i} gave {} rows", rows.rows.len());
@@ -486,7 +486,7 @@ pub async fn steady(
 ) -> Result<Steady> {
     let ls = Livestate::open(dir).await?;
     let mut d = ls.derivers().await?;
-    d.catch_up(&ls.record, &ls.spec, u64::MAX, &mut |_| {}).await?;
+    ls.catch_up(&mut d, u64::MAX, &mut |_| {}).await?;
     let mut generator = Generator::new(seed ^ 0x5eed, item_locations, "steady-");
     for _ in 0..item_locations {
         generator.next_event();
@@ -507,10 +507,10 @@ pub async fn steady(
         }
         ls.emit(&lines, false)?;
         let t = Instant::now();
-        d.barrier(&ls.record, &ls.spec, &tables, ls.record.next_offset()).await?;
+        ls.barrier(&mut d, &tables, ls.record().next_offset()).await?;
         latencies.push(t.elapsed());
         // The other tables (the archive among them) commit at their own budgets.
-        d.step(&ls.record, &ls.spec).await?;
+        ls.step(&mut d).await?;
     }
     d.commit_all().await?;
     d.finish().await;

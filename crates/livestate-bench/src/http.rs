@@ -76,7 +76,7 @@ pub async fn lookups(dir: &Path, item_locations: usize, n: usize) -> Result<(Lat
         let t = Instant::now();
         let answer = client.rows("stock", &[("item", &item), ("location", loc)]).await?;
         out.push(t.elapsed());
-        let rows = answer["rows"].as_array().map_or(0, Vec::len);
+        let rows = answer.rows.len();
         if rows != 1 {
             return Err(BenchError::peer(WHO, format!("{item} at {loc}: {rows} rows")));
         }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use livestate_engine::{
-    load_spec, open_catalog, read, At, Catalog, EngineError, LagSource, Layout, Livestate, Progress,
+    load_spec, open_catalog, read, At, Catalog, EngineError, Follow, LagSource, Layout, Livestate, Progress,
     ReadRequest, Status,
 };
 use livestate_spec::CompanySpec;
@@ -200,9 +200,9 @@ async fn init(dir: &Path, spec: Option<&Path>, warehouse: Option<&str>) -> anyho
     let ls = Livestate::init_with(dir, &spec_dir, warehouse).await?;
     println!(
         "initialised {} with {} state tables ({}) and the record archive record.events",
-        ls.layout.dir.display(),
-        ls.spec.tables.len(),
-        ls.spec.tables.keys().cloned().collect::<Vec<_>>().join(", ")
+        ls.layout().dir.display(),
+        ls.spec().tables.len(),
+        ls.spec().tables.keys().cloned().collect::<Vec<_>>().join(", ")
     );
     ls.release_lease().await?;
     Ok(())
@@ -262,7 +262,7 @@ async fn emit(dir: &Path, input: &str, skip_invalid: bool, json: bool) -> anyhow
         new,
         report.appended.len() - new,
         report.skipped.len(),
-        ls.record.next_offset()
+        ls.record().next_offset()
     );
     ls.release_lease().await?;
     Ok(())
@@ -317,8 +317,8 @@ async fn derive(dir: &Path, once: bool, commit_every: u64) -> anyhow::Result<()>
     let ls = Livestate::open(dir).await?;
     let mut derivers = ls.derivers().await?;
     let pb = progress_bar();
-    let report = derivers
-        .catch_up(&ls.record, &ls.spec, commit_every, &mut |p: Progress| {
+    let report = ls
+        .catch_up(&mut derivers, commit_every, &mut |p: Progress| {
             pb.set_length(p.total);
             pb.set_position(p.done);
         })
@@ -333,35 +333,14 @@ async fn derive(dir: &Path, once: bool, commit_every: u64) -> anyhow::Result<()>
         return Ok(());
     }
     eprintln!("following the record; Ctrl-C (or SIGTERM) commits what is pending and stops");
-    let mut last_status = Instant::now();
-    // A signal ends the loop between steps, never inside one: a step dropped halfway would leave
-    // events applied to the windows that its position does not count, and the final commit
-    // would write them once more than a restart re-derives them.
-    let (stopped_tx, mut stop) = tokio::sync::watch::channel(false);
+    let (stopped_tx, stop) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         stop_requested().await;
         let _ = stopped_tx.send(true);
     });
-    loop {
-        if *stop.borrow() {
-            break;
-        }
-        let step = derivers.step(&ls.record, &ls.spec).await?;
-        if last_status.elapsed() >= Duration::from_secs(1) {
-            derivers.write_status(&ls.record)?;
-            last_status = Instant::now();
-        }
-        if step.events == 0 {
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-                _ = stop.changed() => break,
-            }
-        }
-    }
-    let commits = derivers.commit_all().await?;
-    derivers.finish().await;
-    derivers.write_status(&ls.record)?;
+    let last = ls.follow(&mut derivers, Follow::until(stop)).await?;
     ls.release_lease().await?;
+    let commits = last.commits;
     eprintln!("stopped after {commits} final commit(s)");
     Ok(())
 }
@@ -409,14 +388,14 @@ impl ReadCtx {
     /// The lookup index, when this process owns the directory.
     fn index(&self) -> Option<&livestate_engine::index::Index> {
         match self {
-            ReadCtx::Owned(ls) => Some(&ls.index),
+            ReadCtx::Owned(ls) => Some(ls.index()),
             ReadCtx::Shared(_) => None,
         }
     }
 
     fn parts(&self) -> (&CompanySpec, &Catalog, LagSource<'_>) {
         match self {
-            ReadCtx::Owned(ls) => (&ls.spec, &ls.catalog, ls.lag_source()),
+            ReadCtx::Owned(ls) => (ls.spec(), ls.catalog(), ls.lag_source()),
             ReadCtx::Shared(s) => {
                 (&s.spec, &s.catalog, LagSource::Status(s.status.clone().map(std::sync::Arc::new)))
             }
@@ -600,7 +579,7 @@ async fn rederive(dir: &Path, spec: Option<&Path>, tables: &[String], json: bool
         );
     }
     if report.spec_replaced {
-        println!("the fixed spec replaced {}", ls.layout.spec_dir().display());
+        println!("the fixed spec replaced {}", ls.layout().spec_dir().display());
     }
     Ok(())
 }
@@ -641,7 +620,7 @@ async fn expire(dir: &Path, table: Option<String>, orphans_older_than: Duration)
     let names = match table {
         Some(t) => vec![t],
         None => {
-            for t in ls.spec.tables.values().filter(|t| !t.derived_here()) {
+            for t in ls.spec().tables.values().filter(|t| !t.derived_here()) {
                 println!("state.{}: derived_by = \"external\", left to the engine deriving it", t.name);
             }
             ls.table_names()
@@ -681,7 +660,7 @@ fn deliver(ls: &Livestate, trigger: &str, consumer: &str, peek: bool) -> anyhow:
     let mut out = std::io::stdout().lock();
     let mut n = 0;
     loop {
-        let batch = ls.index.pending(trigger, consumer, 256)?;
+        let batch = ls.index().pending(trigger, consumer, 256)?;
         let Some(last) = batch.last().map(|f| f.seq) else { return Ok(n) };
         for f in &batch {
             writeln!(out, "{}", serde_json::to_string(f)?)?;
@@ -692,14 +671,14 @@ fn deliver(ls: &Livestate, trigger: &str, consumer: &str, peek: bool) -> anyhow:
             return Ok(n);
         }
         // Printed and flushed first, then acknowledged: a crash in between prints these again.
-        ls.index.ack(trigger, consumer, last)?;
+        ls.index().ack(trigger, consumer, last)?;
     }
 }
 
 async fn watch(dir: &Path, trigger: &str, consumer: &str, peek: bool) -> anyhow::Result<()> {
     let ls = Livestate::open(dir).await?;
-    if !ls.spec.triggers.contains_key(trigger) {
-        let known = ls.spec.triggers.keys().cloned().collect();
+    if !ls.spec().triggers.contains_key(trigger) {
+        let known = ls.spec().triggers.keys().cloned().collect();
         return Err(EngineError::UnknownTrigger { name: trigger.into(), known }.into());
     }
     // The names the API gives cursors: a principal's own (`agent:procurement`) or one of its

@@ -10,7 +10,7 @@ use anyhow::{bail, Context};
 use livestate_agents::procurement::ProcurementAgent;
 use livestate_agents::work_queue::WorkQueueAgent;
 use livestate_agents::Narration;
-use livestate_client::Client;
+use livestate_client::{Client, ProposalStatus};
 use livestate_sim::live::{module_of, Company, Happened, Tally};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -187,12 +187,13 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<Summary> {
                     let after = cursors.get(m).copied().unwrap_or(0);
                     match modules[m].outbox(m, after).await {
                         Ok(o) => {
-                            for item in o["items"].as_array().into_iter().flatten() {
-                                let (evs, told) = company.carry_out(item, now);
+                            for item in &o.items {
+                                let (evs, told) =
+                                    company.carry_out(&item.proposal_id, &item.kind, &item.action, now);
                                 events.extend(evs);
                                 told.into_iter().for_each(|t| drop(say.send(Line::Module(t))));
                             }
-                            cursors.insert(m, o["next_after"].as_u64().unwrap_or(after));
+                            cursors.insert(m, o.next_after);
                         }
                         Err(e) => drop(say.send(Line::Note(format!("{m} could not read its outbox: {e}")))),
                     }
@@ -242,11 +243,10 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<Summary> {
         let (tx, mut stop) = (say.clone(), stop_rx.clone());
         tasks.push(tokio::spawn(async move {
             while !*stop.borrow() {
-                if let Ok(list) = person.proposals(Some("pending")).await {
-                    for p in list["proposals"].as_array().into_iter().flatten().rev() {
-                        let id = p["id"].as_str().unwrap_or_default();
-                        if person.decide(id, true, "auto-approved by the demo").await.is_ok() {
-                            let _ = tx.send(Line::Approved(id.to_string(), p["summary"].as_str().unwrap_or_default().to_string()));
+                if let Ok(list) = person.proposals(Some(ProposalStatus::Pending)).await {
+                    for p in list.proposals.iter().rev() {
+                        if person.decide(&p.id, true, "auto-approved by the demo").await.is_ok() {
+                            let _ = tx.send(Line::Approved(p.id.clone(), p.summary.clone()));
                         }
                     }
                 }
@@ -314,12 +314,12 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<Summary> {
         let _ = t.await;
     }
     let mut proposals = BTreeMap::new();
-    for p in admin.proposals(None).await?["proposals"].as_array().into_iter().flatten() {
-        *proposals.entry(p["status"].as_str().unwrap_or("?").to_string()).or_insert(0) += 1;
+    for p in admin.proposals(None).await?.proposals {
+        *proposals.entry(p.status.as_str().to_string()).or_insert(0) += 1;
     }
     let _ = stop_server.send(());
     server.await.context("the embedded server")??;
-    let record = livestate_engine::Livestate::open(&opts.dir).await?.record.next_offset();
+    let record = livestate_engine::Livestate::open(&opts.dir).await?.record().next_offset();
     let summary = Summary {
         seconds: begun.elapsed().as_secs_f64(),
         events_recorded: record,

@@ -10,7 +10,7 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::Parser;
-use livestate_wire::ErrorKind;
+use livestate_api::ErrorKind;
 
 pub use args::{Cli, Command};
 

@@ -52,7 +52,11 @@ pub fn receipt_line(r: &Receipt) -> String {
         _ => format!("budget {}", r.budget),
     };
     let committed = r.committed_at.as_deref().map(|c| format!(", committed {c}")).unwrap_or_default();
-    let via = if r.served_by == "index" { ", served by the lookup index" } else { "" };
+    let via = if r.served_by == livestate_engine::read::ServedBy::Index {
+        ", served by the lookup index"
+    } else {
+        ""
+    };
     let reflects = match r.offset {
         Some(o) => format!("reflects record offsets < {o}"),
         None => "derived by another engine (no record offset, lag not measured)".into(),

@@ -723,5 +723,5 @@ async fn audit_of_hostile_proposal_ids_is_refused_by_the_server() {
     let _ = server.wait();
     assert!(wrong.is_empty(), "{} case(s) wrong:\n{}", wrong.len(), wrong.join("\n"));
     assert_eq!(snapshots(&tables_after), snapshots(&tables_before));
-    assert_eq!(proposals["proposals"], json!([]));
+    assert!(proposals.proposals.is_empty(), "{proposals:?}");
 }

@@ -101,7 +101,7 @@ fn kill_9_mid_derivation_loses_and_doubles_nothing() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let ls = livestate_engine::Livestate::open(&dir).await.unwrap();
-        let archive = livestate_engine::read::archive_rows(&ls.catalog).await.unwrap();
+        let archive = ls.archive_rows().await.unwrap();
         let offsets: Vec<i64> = archive
             .iter()
             .map(|r| match r[0] {

@@ -353,7 +353,7 @@ fn proposal_for(read: &Value, n: u64) -> Option<Value> {
 async fn propose(c: &Clients, body: &Value, ledger: &std::sync::Mutex<Ledger>) -> bool {
     match c.agent.propose(body).await {
         Ok(answer) => {
-            let id = answer["id"].as_str().expect("a proposal id").to_string();
+            let id = answer.id;
             ledger.lock().unwrap().proposals.insert(id, body.clone());
             true
         }
@@ -407,8 +407,7 @@ async fn decide(c: &Clients, id: &str, decision: &str, ledger: &std::sync::Mutex
         }
         Err(e) if e.status().map(|s| s.as_u16()) == Some(409) => {
             // Decided before the kill, though the answer never arrived: it must be our decision.
-            let status =
-                c.person.proposal(id).await.unwrap()["proposal"]["status"].as_str().unwrap().to_string();
+            let status = c.person.proposal(id).await.unwrap().proposal.status.as_str().to_string();
             assert_eq!(status, decision, "proposal {id} was decided, but not as asked");
             ledger.lock().unwrap().decisions.insert(id.to_string(), decision.to_string());
             true
@@ -423,16 +422,12 @@ async fn decide(c: &Clients, id: &str, decision: &str, ledger: &std::sync::Mutex
 
 async fn person_loop(c: &Clients, ledger: &std::sync::Mutex<Ledger>, rng: &mut Rng, dead: &AtomicBool) {
     while !dead.load(Ordering::SeqCst) {
-        let pending = match c.person.proposals(Some("pending")).await {
+        let pending = match c.person.proposals(Some(livestate_client::ProposalStatus::Pending)).await {
             Ok(p) => p,
             Err(e) if is_refused(&e) => panic!("listing proposals was refused: {e}"),
             Err(_) => return,
         };
-        let first = pending["proposals"]
-            .as_array()
-            .and_then(|a| a.last())
-            .and_then(|p| p["id"].as_str())
-            .map(str::to_string);
+        let first = pending.proposals.last().map(|p| p.id.clone());
         if let Some(id) = first {
             let decision = if rng.below(3) == 0 { "rejected" } else { "approved" };
             if !decide(c, &id, decision, ledger).await {

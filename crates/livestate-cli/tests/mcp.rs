@@ -96,14 +96,13 @@ async fn an_mcp_client_reads_with_receipts_proposes_and_cannot_write_through_sql
     // The proposal is in the inbox, for a person to decide.
     let id = r["proposed"]["id"].as_str().unwrap();
     let as_ana = livestate_client::Client::new(&url, &ana).unwrap();
-    let pending = as_ana.proposals(Some("pending")).await.unwrap();
-    assert_eq!(pending["proposals"][0]["id"], json!(id));
-    assert_eq!(pending["proposals"][0]["agent"], "procurement");
+    let pending = as_ana.proposals(Some(livestate_client::ProposalStatus::Pending)).await.unwrap();
+    assert_eq!(pending.proposals[0].id, id);
+    assert_eq!(pending.proposals[0].agent, "procurement");
 
     // Nothing the SQL attempts did changed anything: same rows, no tag `evil`, same tables.
     let stock = as_ana.rows("stock", &[("item", "bolt")]).await.unwrap();
-    let on_hand: Vec<i64> =
-        stock["rows"].as_array().unwrap().iter().map(|r| r["on_hand"].as_i64().unwrap()).collect();
+    let on_hand: Vec<i64> = stock.rows.iter().map(|r| r["on_hand"].as_i64().unwrap()).collect();
     assert_eq!(on_hand, vec![50, 70]);
     let after = as_admin.tables().await.unwrap();
     let names = |v: &Value| v.as_array().unwrap().iter().map(|t| t["name"].clone()).collect::<Vec<_>>();

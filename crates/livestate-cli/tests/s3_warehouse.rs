@@ -172,7 +172,7 @@ async fn s3_warehouse_derives_compacts_expires_tags_and_reads_back_with_pypaimon
     let tag = format!("proposal-s3-stock-s{snapshot}");
     {
         let ls = livestate_engine::Livestate::open(&dir).await.unwrap();
-        assert!(ls.lease.is_some(), "an S3 warehouse is written under its lease");
+        assert!(ls.leased(), "an S3 warehouse is written under its lease");
         ls.maintainer("stock").await.unwrap().pin(&tag, snapshot, None).await.unwrap();
     }
     let more: String = [
@@ -334,7 +334,7 @@ async fn s3_serve_records_derives_pins_a_proposal_and_gives_the_lease_up_on_sigt
     let r = &read["results"][0];
     assert_eq!(r["rows"][0]["on_hand"], json!(7), "{read}");
     let created = as_agent.propose(&common::bolt_order_citing(r)).await.unwrap();
-    let tag = created["tags"][0]["tag"].as_str().unwrap().to_string();
+    let tag = created.tags.as_ref().unwrap()[0].tag.clone();
     as_inventory.emit(&count(9)).await.unwrap();
     as_agent.consistent_read(&[json!({"table": "stock"})]).await.unwrap();
 

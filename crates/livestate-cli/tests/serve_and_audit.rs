@@ -60,7 +60,7 @@ async fn tokens_serve_propose_decide_audit_and_revoke_through_the_binary() {
         as_agent.consistent_read(&[json!({"table": "stock", "keys": {"item": "bolt"}})]).await.unwrap();
     let r = &read["results"][0];
     let created = as_agent.propose(&common::bolt_order_citing(r)).await.unwrap();
-    let id = created["id"].as_str().unwrap();
+    let id = created.id.as_str();
     as_ana.decide(id, true, "needed for the week").await.unwrap();
 
     let (code, out, err) = livestate(&["audit", id, "--url", &url, "--token", &agent]);
@@ -138,7 +138,7 @@ async fn the_sheet_command_prints_each_input_what_changed_the_arithmetic_and_the
         "rule": {"name": "order-up-to-target", "version": "1", "text": "order up to the target"},
         "risk": {"level": "low"},
     });
-    let id = as_agent.propose(&proposal).await.unwrap()["id"].as_str().unwrap().to_string();
+    let id = as_agent.propose(&proposal).await.unwrap().id;
     as_admin
         .emit(&line(
             "c2",

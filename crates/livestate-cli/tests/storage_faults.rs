@@ -380,14 +380,14 @@ fn warehouse_rows(dir: &Path) -> BTreeMap<String, Vec<Vec<livestate_spec::Value>
     rt.block_on(async {
         let ls = livestate_engine::Livestate::open(dir).await.unwrap();
         let mut out = BTreeMap::new();
-        for (name, ts) in &ls.spec.tables {
+        for (name, ts) in &ls.spec().tables {
             let table =
-                ls.catalog.table(&paimon::catalog::Identifier::new("state", name.clone())).await.unwrap();
+                ls.catalog().table(&paimon::catalog::Identifier::new("state", name.clone())).await.unwrap();
             let mut rows = livestate_engine::read::scan_all(&table, ts).await.unwrap();
             rows.sort_by_key(|r| format!("{r:?}"));
             out.insert(name.clone(), rows);
         }
-        out.insert("record.events".into(), livestate_engine::read::archive_rows(&ls.catalog).await.unwrap());
+        out.insert("record.events".into(), ls.archive_rows().await.unwrap());
         out
     })
 }

@@ -5,16 +5,26 @@
 //! # async fn example() -> Result<(), livestate_client::ClientError> {
 //! let agent = livestate_client::Client::new("http://127.0.0.1:7070", "lst_...")?;
 //! let stock = agent.rows("stock", &[("item", "part-0001")]).await?;
-//! println!("snapshot {} at offset {}", stock["receipt"]["snapshot_id"], stock["receipt"]["offset"]);
+//! println!("snapshot {:?} at offset {:?}", stock.receipt.snapshot_id, stock.receipt.offset);
+//! for row in &stock.rows {
+//!     println!("{} on hand at {}", row["on_hand"], row["location"]);
+//! }
 //! # Ok(()) }
 //! ```
 //!
-//! Answers are the API's JSON (see `GET /v1/openapi.json`); errors carry the status and the
-//! server's message.
+//! Answers are the API's types (`livestate_api`, re-exported here) where the API has typed
+//! them: errors, rows with their receipt, proposals, decisions, outboxes, sheets and histories;
+//! the other routes answer their JSON (see `GET /v1/openapi.json`). An error carries the status
+//! and the server's body: its stable code, its message and whether a retry can help.
 
-/// The typed answers of the sheet and history routes (defined once, in `livestate-wire`).
-pub use livestate_wire::sheet;
-pub use livestate_wire::{ErrorBody, ErrorCode, ErrorKind};
+pub use livestate_api::proposal::{
+    Decided, NewDecision, NewProposal, Outbox, OutboxItem, PinnedTag, ProposalDoc, ProposalEntry,
+    ProposalList, ProposalStatus, Proposed, Risk, RiskLevel, Rule, Source, Verdict,
+};
+pub use livestate_api::read::{MeasuredBy, Receipt, RowsAnswer, ServedBy};
+/// The typed answers of the sheet and history routes (defined once, in `livestate-api`).
+pub use livestate_api::sheet;
+pub use livestate_api::{ErrorBody, ErrorCode, ErrorKind};
 
 use std::time::Duration;
 
@@ -79,6 +89,11 @@ impl ClientError {
         let status = StatusCode::from_u16(code.status()).expect("every code's status is a valid status");
         ClientError::Api { status, body: ErrorBody::new(code, message) }
     }
+}
+
+/// An answer as the API type it documents.
+fn typed<T: serde::de::DeserializeOwned>(v: Value, what: &str) -> Result<T, ClientError> {
+    serde_json::from_value(v).map_err(|e| ClientError::Answer { what: what.into(), message: e.to_string() })
 }
 
 /// The error body of an answer: the API's own, or, for an answer that is not one (a proxy's
@@ -201,9 +216,9 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError`].
-    pub async fn rows(&self, table: &str, params: &[(&str, &str)]) -> Result<Value, ClientError> {
+    pub async fn rows(&self, table: &str, params: &[(&str, &str)]) -> Result<RowsAnswer, ClientError> {
         let query: Vec<String> = params.iter().map(|(k, v)| format!("{}={}", enc(k), enc(v))).collect();
-        self.get(&format!("/v1/tables/{}/rows?{}", enc(table), query.join("&"))).await
+        typed(self.get(&format!("/v1/tables/{}/rows?{}", enc(table), query.join("&"))).await?, "rows")
     }
 
     /// `POST /v1/reads`: several tables as of one record offset. Each entry is
@@ -262,44 +277,49 @@ impl Client {
         Ok(v["firings"].as_array().and_then(|f| f.first()).cloned())
     }
 
-    /// `POST /v1/proposals`.
+    /// `POST /v1/proposals`: a [`NewProposal`], or any value that serializes to one (an agent
+    /// that builds its proposal as JSON; the server names what does not fit).
     ///
     /// # Errors
-    /// [`ClientError`].
-    pub async fn propose(&self, proposal: &Value) -> Result<Value, ClientError> {
-        self.post("/v1/proposals", proposal).await
+    /// [`ClientError`]: 400 naming the field that does not fit, 409 for an idempotency key used
+    /// for another request.
+    pub async fn propose<P: serde::Serialize + ?Sized>(&self, proposal: &P) -> Result<Proposed, ClientError> {
+        let body = serde_json::to_value(proposal)
+            .map_err(|e| ClientError::Answer { what: "a proposal".into(), message: e.to_string() })?;
+        typed(self.post("/v1/proposals", &body).await?, "a proposal's answer")
     }
 
     /// `GET /v1/proposals[?status=]`, newest first.
     ///
     /// # Errors
     /// [`ClientError`].
-    pub async fn proposals(&self, status: Option<&str>) -> Result<Value, ClientError> {
-        match status {
-            Some(s) => self.get(&format!("/v1/proposals?status={}", enc(s))).await,
-            None => self.get("/v1/proposals").await,
-        }
+    pub async fn proposals(&self, status: Option<ProposalStatus>) -> Result<ProposalList, ClientError> {
+        let v = match status {
+            Some(s) => self.get(&format!("/v1/proposals?status={s}")).await?,
+            None => self.get("/v1/proposals").await?,
+        };
+        typed(v, "a list of proposals")
     }
 
     /// `GET /v1/proposals/{id}`.
     ///
     /// # Errors
     /// [`ClientError`].
-    pub async fn proposal(&self, id: &str) -> Result<Value, ClientError> {
-        self.get(&format!("/v1/proposals/{}", enc(id))).await
+    pub async fn proposal(&self, id: &str) -> Result<ProposalDoc, ClientError> {
+        typed(self.get(&format!("/v1/proposals/{}", enc(id))).await?, "a proposal")
     }
 
     /// `POST /v1/proposals/{id}/decision`.
     ///
     /// # Errors
     /// [`ClientError`] (409 when already decided).
-    pub async fn decide(&self, id: &str, approve: bool, reason: &str) -> Result<Value, ClientError> {
-        let decision = if approve { "approve" } else { "reject" };
-        self.post(
-            &format!("/v1/proposals/{}/decision", enc(id)),
-            &json!({"decision": decision, "reason": reason}),
-        )
-        .await
+    pub async fn decide(&self, id: &str, approve: bool, reason: &str) -> Result<Decided, ClientError> {
+        let decision = NewDecision {
+            decision: if approve { Verdict::Approve } else { Verdict::Reject },
+            reason: reason.to_string(),
+        };
+        let body = serde_json::to_value(&decision).expect("a decision serializes");
+        typed(self.post(&format!("/v1/proposals/{}/decision", enc(id)), &body).await?, "a decision's answer")
     }
 
     /// `GET /v1/proposals/{id}/audit`.
@@ -317,9 +337,7 @@ impl Client {
     /// # Errors
     /// [`ClientError`]; 404 for an unknown proposal or one of an undeclared kind.
     pub async fn sheet(&self, id: &str) -> Result<sheet::Sheet, ClientError> {
-        let v = self.get(&format!("/v1/proposals/{}/sheet", enc(id))).await?;
-        serde_json::from_value(v)
-            .map_err(|e| ClientError::Answer { what: "a sheet".into(), message: e.to_string() })
+        typed(self.get(&format!("/v1/proposals/{}/sheet", enc(id))).await?, "a sheet")
     }
 
     /// `GET /v1/decision-kinds`: each declared decision kind's module, action fields, inputs
@@ -339,16 +357,15 @@ impl Client {
     /// [`ClientError`]; 404 for an undeclared kind, 400 for a `since` that is not a duration.
     pub async fn decision_history(&self, kind: &str, since: &str) -> Result<sheet::History, ClientError> {
         let v = self.get(&format!("/v1/decision-kinds/{}/history?since={}", enc(kind), enc(since))).await?;
-        serde_json::from_value(v)
-            .map_err(|e| ClientError::Answer { what: "a decision history".into(), message: e.to_string() })
+        typed(v, "a decision history")
     }
 
     /// `GET /v1/outbox/{module}?after=`.
     ///
     /// # Errors
     /// [`ClientError`].
-    pub async fn outbox(&self, module: &str, after: u64) -> Result<Value, ClientError> {
-        self.get(&format!("/v1/outbox/{}?after={after}", enc(module))).await
+    pub async fn outbox(&self, module: &str, after: u64) -> Result<Outbox, ClientError> {
+        typed(self.get(&format!("/v1/outbox/{}?after={after}", enc(module))).await?, "an outbox")
     }
 
     /// `GET /metrics` (Prometheus text).

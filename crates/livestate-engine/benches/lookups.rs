@@ -59,7 +59,7 @@ fn us(d: Duration) -> String {
 async fn derive_all(ls: &Livestate, commit_every: u64) -> Duration {
     let t = Instant::now();
     let mut d = ls.derivers().await.unwrap();
-    d.catch_up(&ls.record, &ls.spec, commit_every, &mut |_| {}).await.unwrap();
+    ls.catch_up(&mut d, commit_every, &mut |_| {}).await.unwrap();
     d.finish().await;
     t.elapsed()
 }
@@ -102,11 +102,11 @@ fn main() {
             let (ls, lag) = (&ls, &lag);
             async move {
                 let t = Instant::now();
-                let r = livestate_engine::read::read(&ls.catalog, &ls.spec, &req, lag, index.then_some(&*ls.index))
+                let r = livestate_engine::read::read(ls.catalog(), ls.spec(), &req, lag, index.then_some(ls.index()))
                     .await
                     .unwrap();
                 assert_eq!(r.rows.len(), 1);
-                assert_eq!(r.receipt.served_by, if index { "index" } else { "paimon" });
+                assert_eq!(r.receipt.served_by, if index { livestate_engine::read::ServedBy::Index } else { livestate_engine::read::ServedBy::Paimon });
                 t.elapsed()
             }
         };
@@ -124,7 +124,7 @@ fn main() {
                 [livestate_spec::Value::String(item(next())), livestate_spec::Value::String("north".into())].iter(),
             );
             let t = Instant::now();
-            let row = ls.index.get("stock", &key).unwrap();
+            let row = ls.index().get("stock", &key).unwrap();
             raw_index.push(t.elapsed());
             assert!(row.is_some());
         }
@@ -139,13 +139,13 @@ fn main() {
                               "data": {"item": item(i), "location": "north", "reorder_point": 40, "target": 90}});
             ls.emit(&plan.to_string(), false).unwrap();
             d.commit_all().await.unwrap();
-            let before = ls.index.last_seq("stock_below_reorder_point").unwrap();
+            let before = ls.index().last_seq("stock_below_reorder_point").unwrap();
             let low = json!({"id": format!("l{round}"), "type": "inventory.stock_counted", "occurred_at": "2026-03-02T09:00:01Z",
                              "data": {"item": item(i), "location": "north", "on_hand": 1}});
             let t = Instant::now();
             ls.emit(&low.to_string(), false).unwrap();
-            while ls.index.last_seq("stock_below_reorder_point").unwrap() == before {
-                d.step(&ls.record, &ls.spec).await.unwrap();
+            while ls.index().last_seq("stock_below_reorder_point").unwrap() == before {
+                ls.step(&mut d).await.unwrap();
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
             latencies.push(t.elapsed());

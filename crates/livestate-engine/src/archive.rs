@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::error::EngineError;
-use crate::sink::{SinkProgress, TableSink, WindowAge};
+use crate::sink::{SinkProgress, TableSink};
 use crate::upkeep::Upkeep;
 
 /// How often the archive commits.
@@ -59,7 +59,7 @@ pub(crate) struct Archive {
 impl Archive {
     /// Starts the task that owns `sink` (positioned where its last commit left off).
     pub fn start(sink: TableSink) -> Archive {
-        let position = sink.position;
+        let position = sink.position();
         let progress = Arc::new(Mutex::new(sink.progress()));
         let (tx, rx) = mpsc::channel(QUEUED_CHUNKS);
         let upkeep = Upkeep::new(&Freshness::Within(COMMIT_INTERVAL * 2), sink.spend.clone());
@@ -193,7 +193,7 @@ async fn run(
                 for (recorded_at_ms, row) in rows {
                     sink.push((RowKind::Insert, row), recorded_at_ms).await?;
                 }
-                sink.position = sink.position.max(end);
+                sink.advance_to(end);
                 if due_in(&sink, behind).is_some_and(|w| w.is_zero()) {
                     commit(&mut sink, &mut upkeep, false, &shared).await?;
                 }
@@ -237,7 +237,7 @@ enum Next {
 /// window is due once its oldest event was recorded [`COMMIT_INTERVAL`] ago or, while the
 /// derivers work off a backlog, once it has been open that long ([`WindowAge::due`]).
 fn due_in(sink: &TableSink, behind: bool) -> Option<Duration> {
-    let window = WindowAge { opened: sink.window_opened, oldest_recorded_ms: sink.oldest_uncommitted_ms };
+    let window = sink.window_age();
     window.due_in(behind, chrono::Utc::now().timestamp_millis(), COMMIT_INTERVAL, COMMIT_INTERVAL)
 }
 

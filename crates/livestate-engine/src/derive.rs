@@ -15,7 +15,7 @@ use crate::index::Index;
 use crate::layout::{Layout, Status, TableProgress};
 use crate::quarantine::{Quarantine, Quarantined};
 use crate::schema::{ARCHIVE_TABLE, RECORD_DB, STATE_DB};
-use crate::sink::{TableLocks, TableSink, WindowAge};
+use crate::sink::{TableLocks, TableSink};
 use crate::tail::{Tail, Taken};
 use crate::upkeep::Upkeep;
 use crate::window::Tracking;
@@ -195,10 +195,7 @@ impl Derivers {
         if let Some(status) = Status::load(layout) {
             for s in tables.iter_mut().map(|t| &mut t.sink).chain(archive.as_mut()) {
                 if let Some(p) = status.tables.get(&s.name) {
-                    if p.still_holds(s.snapshot_id, s.snapshot_identifier) && p.through > s.position {
-                        s.position = p.through;
-                        s.committed = p.through;
-                    }
+                    s.trust_checked(p);
                 }
             }
         }
@@ -218,7 +215,8 @@ impl Derivers {
         let looked_up: Vec<BTreeSet<usize>> =
             order.iter().map(|&old| looked_up[old].iter().map(|&t| slot_of_old[t]).collect()).collect();
         let readers = readers_by_slot(&looked_up);
-        let positions = tables.iter().map(|t| (t.sink.name_in_spec().to_string(), t.sink.position)).collect();
+        let positions =
+            tables.iter().map(|t| (t.sink.name_in_spec().to_string(), t.sink.position())).collect();
         let quarantine = Quarantine::open(layout, &positions)?;
         Ok(Derivers {
             layout: layout.clone(),
@@ -238,7 +236,7 @@ impl Derivers {
     pub fn position(&self) -> u64 {
         self.tables
             .iter()
-            .map(|t| t.sink.position)
+            .map(|t| t.sink.position())
             .chain(self.archive.as_ref().map(Archive::position))
             .min()
             .unwrap_or(0)
@@ -250,7 +248,7 @@ impl Derivers {
             .iter()
             .map(|t| &t.sink)
             .find(|s| s.name_in_spec() == table)
-            .map(|s| Committed { through: s.committed, snapshot_id: s.snapshot_id })
+            .map(|s| Committed { through: s.committed_through(), snapshot_id: s.snapshot_id() })
     }
 
     /// Applies up to one chunk of events from the record.
@@ -276,7 +274,7 @@ impl Derivers {
         // Before any commit or status covers the chunk's offsets.
         self.quarantine.flush()?;
         for t in &mut self.tables {
-            t.sink.position = t.sink.position.max(end);
+            t.sink.advance_to(end);
         }
         let archived = std::mem::take(&mut self.archive_rows);
         let behind = record.next_offset().saturating_sub(end) > READ_CHUNK as u64;
@@ -360,7 +358,7 @@ impl Derivers {
             .filter_map(|op| match op {
                 Ok(op) => Some(op),
                 Err((table, e)) => {
-                    if offset >= self.tables[slot_of(&table)].sink.position {
+                    if offset >= self.tables[slot_of(&table)].sink.position() {
                         self.quarantine.add(Quarantined {
                             table,
                             offset,
@@ -382,7 +380,7 @@ impl Derivers {
             .zip(&ops)
             .filter(|(slot, op)| {
                 let sink = &self.tables[*slot].sink;
-                offset >= sink.position && op.action == Action::Upsert && sink.would_revive(&op.row)
+                offset >= sink.position() && op.action == Action::Upsert && sink.would_revive(&op.row)
             })
             .map(|(slot, _)| slot)
             .collect();
@@ -398,15 +396,15 @@ impl Derivers {
         }
         for slot in committing {
             let t = &mut self.tables[slot];
-            if offset < t.sink.position {
+            if offset < t.sink.position() {
                 continue;
             }
-            t.sink.position = offset;
+            t.sink.advance_to(offset);
             t.commit(false).await?;
         }
         for op in ops {
             let sink = &mut self.tables[slot_of(&op.table)].sink;
-            if offset < sink.position {
+            if offset < sink.position() {
                 continue;
             }
             let kind = match op.action {
@@ -426,7 +424,7 @@ impl Derivers {
     /// # Errors
     /// Record, Paimon or derivation errors; what was committed before the error stays committed
     /// and a restart resumes from there.
-    pub async fn catch_up(
+    pub(crate) async fn catch_up(
         &mut self,
         record: &Record,
         spec: &CompanySpec,
@@ -467,7 +465,11 @@ impl Derivers {
     ///
     /// # Errors
     /// As [`Derivers::catch_up`].
-    pub async fn step(&mut self, record: &Record, spec: &CompanySpec) -> Result<DeriveReport, EngineError> {
+    pub(crate) async fn step(
+        &mut self,
+        record: &Record,
+        spec: &CompanySpec,
+    ) -> Result<DeriveReport, EngineError> {
         let head = record.next_offset();
         let Applied { events, rows } = self.apply_chunk(record, spec, head, u64::MAX).await?;
         // Behind the record (a backlog after a restart or a burst), the events applied were
@@ -481,8 +483,7 @@ impl Derivers {
         let now = chrono::Utc::now();
         let now_ms = now.timestamp_millis();
         let waited = |sink: &TableSink, following: Duration, behind_for: Duration| {
-            let window =
-                WindowAge { opened: sink.window_opened, oldest_recorded_ms: sink.oldest_uncommitted_ms };
+            let window = sink.window_age();
             window.due(behind, now_ms, following, behind_for)
         };
         let mut commits = 0;
@@ -529,7 +530,7 @@ impl Derivers {
     ///
     /// # Errors
     /// [`EngineError::UnknownTable`]; as [`Derivers::catch_up`].
-    pub async fn barrier(
+    pub(crate) async fn barrier(
         &mut self,
         record: &Record,
         spec: &CompanySpec,
@@ -551,7 +552,7 @@ impl Derivers {
             })?);
         }
         let positions =
-            self.tables.iter().map(|t| t.sink.position).chain(self.archive.as_ref().map(Archive::position));
+            self.tables.iter().map(|t| t.sink.position()).chain(self.archive.as_ref().map(Archive::position));
         let through = positions.max().unwrap_or(0).max(target);
         while self.position() < through {
             if self.apply_chunk(record, spec, through, u64::MAX).await?.events == 0 {
@@ -568,11 +569,11 @@ impl Derivers {
         for i in in_order {
             let t = &mut self.tables[i];
             t.commit(false).await?;
-            debug_assert_eq!(t.sink.committed, through);
+            debug_assert_eq!(t.sink.committed_through(), through);
         }
         let snapshots = idx
             .into_iter()
-            .map(|i| (self.tables[i].sink.name_in_spec().to_string(), self.tables[i].sink.snapshot_id))
+            .map(|i| (self.tables[i].sink.name_in_spec().to_string(), self.tables[i].sink.snapshot_id()))
             .collect();
         Ok(Barrier { offset: through, snapshots })
     }
@@ -630,7 +631,7 @@ impl Derivers {
     ///
     /// # Errors
     /// Record or I/O errors.
-    pub fn write_status(&self, record: &Record) -> Result<(), EngineError> {
+    pub(crate) fn write_status(&self, record: &Record) -> Result<(), EngineError> {
         self.status(record)?.store(&self.layout)
     }
 
@@ -638,7 +639,7 @@ impl Derivers {
     ///
     /// # Errors
     /// Record errors.
-    pub fn status(&self, record: &Record) -> Result<Status, EngineError> {
+    pub(crate) fn status(&self, record: &Record) -> Result<Status, EngineError> {
         let now = chrono::Utc::now().timestamp_millis();
         let next = record.next_offset();
         let mut status = Status {

@@ -1,8 +1,8 @@
 use std::path::PathBuf;
 
+use livestate_api::{ErrorCode, ErrorKind};
 use livestate_record::RecordError;
 use livestate_spec::{EventError, SpecError};
-use livestate_wire::{ErrorCode, ErrorKind};
 
 /// One rejected input line.
 #[derive(Debug, Clone, PartialEq, Eq)]

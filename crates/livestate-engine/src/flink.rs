@@ -20,11 +20,10 @@ use std::fmt::Write as _;
 
 use livestate_spec::expr::{BinOp, Expr};
 use livestate_spec::{Action, CompanySpec, Mapping, Value, ValueType};
-use paimon::catalog::Identifier;
 
 use crate::error::{paimon_err, EngineError};
 use crate::layout::Layout;
-use crate::schema::{paimon_type, STATE_DB};
+use crate::schema::{paimon_type, TableId, STATE_DB};
 
 /// The Flink catalog the state tables are created in.
 pub const CATALOG: &str = "livestate";
@@ -69,11 +68,9 @@ pub async fn flink_sql(layout: &Layout, target: &FlinkTarget) -> Result<String, 
     let catalog = crate::open_catalog(layout)?;
     let mut tables = Vec::new();
     for t in spec.tables.values() {
-        let full = format!("{STATE_DB}.{}", t.name);
-        let table = catalog
-            .table(&Identifier::new(STATE_DB, t.name.clone()))
-            .await
-            .map_err(paimon_err(&full, "open"))?;
+        let id = TableId::state(&t.name);
+        let full = id.full_name();
+        let table = catalog.table(id.identifier()).await.map_err(paimon_err(&full, "open"))?;
         let schema = table.schema();
         let mut stored = StoredTable {
             name: t.name.clone(),

@@ -318,7 +318,7 @@ impl Index {
     ///
     /// # Errors
     /// Store errors.
-    pub fn forget(&self, table: &str) -> Result<(), EngineError> {
+    pub(crate) fn forget(&self, table: &str) -> Result<(), EngineError> {
         let t = self.table(table)?;
         {
             let _applying = Applying::start(&self.applied);
@@ -332,7 +332,12 @@ impl Index {
     ///
     /// # Errors
     /// Store errors.
-    pub fn rebuild(&self, table: &str, rows: &[Vec<Value>], meta: IndexMeta) -> Result<(), EngineError> {
+    pub(crate) fn rebuild(
+        &self,
+        table: &str,
+        rows: &[Vec<Value>],
+        meta: IndexMeta,
+    ) -> Result<(), EngineError> {
         let t = self.table(table)?;
         let keyed: HashMap<Vec<u8>, &Vec<Value>> =
             rows.iter().map(|r| (key_bytes(t.key_idx.iter().map(|&i| &r[i])), r)).collect();

@@ -14,6 +14,7 @@ mod decode;
 mod derive;
 mod error;
 pub mod flink;
+mod follow;
 pub mod index;
 mod layout;
 pub mod lease;
@@ -37,18 +38,19 @@ mod window;
 use std::collections::HashMap;
 use std::path::Path;
 
-use livestate_record::{Appended, NewEvent, Record};
-use livestate_spec::{CompanySpec, Event};
-use paimon::catalog::Identifier;
+use livestate_record::{Appended, NewEvent, Record, RecordedEvent};
+use livestate_spec::{CompanySpec, Event, EventEnvelope};
 use paimon::Catalog as _;
 
 pub use catalog::Catalog;
 pub use derive::{Barrier, Committed, DeriveReport, Derivers, Progress, CATCH_UP_COMMIT_EVENTS};
 pub use error::{EngineError, LineError};
+pub use follow::{BarrierRequest, Follow};
 pub use layout::{Layout, Status, TableProgress, WriteLock};
 pub use livestate_record::RecordError;
 pub use read::{At, LagSource, ReadRequest, Receipt, Rows, TableInfo};
 pub use rederive::{RederiveReport, RederivedTable};
+pub use schema::TableId;
 pub use warehouse::{S3Location, Warehouse};
 
 use crate::error::{io_err, paimon_err};
@@ -104,23 +106,28 @@ pub(crate) async fn create_state_tables(catalog: &Catalog, spec: &CompanySpec) -
         let schema = state_schema(t).map_err(paimon_err(&t.name, "schema"))?;
         catalog
             .paimon()
-            .create_table(&Identifier::new(STATE_DB, t.name.clone()), schema, true)
+            .create_table(TableId::state(&t.name).identifier(), schema, true)
             .await
             .map_err(paimon_err(&t.name, "create table"))?;
     }
     Ok(())
 }
 
-/// One livestate directory opened for writing.
+/// One livestate directory opened for writing: the front door to its record, its state tables
+/// and their lookup index. Its parts are private so that what holds them together holds: events
+/// enter only through [`Livestate::emit`] (typed against the spec, fsynced, handed to this
+/// process's derivers), tables are written only by this directory's derivers and maintainers
+/// (under its write lock and, on object storage, its lease), and reads measure lag against the
+/// same record the derivers follow.
 pub struct Livestate {
-    pub layout: Layout,
-    pub spec: CompanySpec,
-    pub record: Record,
-    pub catalog: Catalog,
+    layout: Layout,
+    spec: CompanySpec,
+    record: Record,
+    catalog: Catalog,
     /// Each state table's current rows by key, as of its last commit.
-    pub index: std::sync::Arc<Index>,
+    index: std::sync::Arc<Index>,
     /// The single-writer lease of an object-storage warehouse (`None` for a local one).
-    pub lease: Option<std::sync::Arc<Lease>>,
+    lease: Option<std::sync::Arc<Lease>>,
     /// The derivers' progress as their loop last published it ([`Livestate::publish_status`]),
     /// fresher than the status file a serving process writes once a second.
     live_status: std::sync::Mutex<Option<std::sync::Arc<Status>>>,
@@ -203,7 +210,7 @@ impl Livestate {
         let archive = archive_schema().map_err(paimon_err(ARCHIVE_TABLE, "schema"))?;
         catalog
             .paimon()
-            .create_table(&Identifier::new(RECORD_DB, ARCHIVE_TABLE), archive, true)
+            .create_table(TableId::archive().identifier(), archive, true)
             .await
             .map_err(paimon_err(ARCHIVE_TABLE, "create table"))?;
         let ls = Livestate::assemble(layout, spec, catalog, lease, lock)?;
@@ -317,6 +324,21 @@ impl Livestate {
         Ok(report)
     }
 
+    /// Appends one event given as its envelope, checked against the spec as a line given to
+    /// [`Livestate::emit`] is, without writing it out as a line to parse again: how the server
+    /// records proposals and decisions.
+    ///
+    /// # Errors
+    /// [`EngineError::InvalidEvents`] naming what does not fit (nothing is appended); record
+    /// errors as [`Livestate::emit`].
+    pub fn emit_envelope(&self, env: EventEnvelope) -> Result<Appended, EngineError> {
+        let id = env.id.clone();
+        let ev = Event::decode(env, &self.spec)
+            .map_err(|error| EngineError::InvalidEvents(vec![LineError { line: 1, id: Some(id), error }]))?;
+        let mut out = self.append_checked(vec![(1, ev)])?;
+        Ok(out.pop().expect("one event was appended").1)
+    }
+
     /// Appends checked events (with their line numbers) in one record write, then hands the new
     /// ones, typed, to this process's derivers (`tail`), so they are not parsed again.
     fn append_checked(&self, events: Vec<(usize, Event)>) -> Result<Vec<(usize, Appended)>, EngineError> {
@@ -352,6 +374,116 @@ impl Livestate {
         Ok(lines)
     }
 
+    /// The spec the directory was initialised with (or last replaced by).
+    pub fn spec(&self) -> &CompanySpec {
+        &self.spec
+    }
+
+    /// Where the directory keeps what.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The record, to read (appends go through [`Livestate::emit`]).
+    pub fn record(&self) -> RecordView<'_> {
+        RecordView(&self.record)
+    }
+
+    /// The lookup index: each state table's current rows by key, and trigger firings with their
+    /// consumers' cursors.
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+
+    /// The warehouse's catalog, for reading tables (SQL, inspection). livestate's own writes go
+    /// through its derivers and maintainers; a write through this catalog would be a second
+    /// writer the directory's lock does not cover.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// Whether the warehouse is on object storage under a single-writer lease.
+    pub fn leased(&self) -> bool {
+        self.lease.is_some()
+    }
+
+    /// Rows of a state table as `req` asks, with a receipt: a key's row from the lookup index,
+    /// anything else from the table's files.
+    ///
+    /// # Errors
+    /// As [`read::read`].
+    pub async fn read(&self, req: &ReadRequest) -> Result<Rows, EngineError> {
+        read::read(&self.catalog, &self.spec, req, &self.lag_source(), Some(&self.index)).await
+    }
+
+    /// Like [`Livestate::read`], always from the table's files (what another reader of the
+    /// warehouse sees), never from the lookup index.
+    ///
+    /// # Errors
+    /// As [`read::read`].
+    pub async fn read_files(&self, req: &ReadRequest) -> Result<Rows, EngineError> {
+        read::read(&self.catalog, &self.spec, req, &self.lag_source(), None).await
+    }
+
+    /// Every row of the `record.events` archive table.
+    ///
+    /// # Errors
+    /// As [`read::archive_rows`].
+    pub async fn archive_rows(&self) -> Result<Vec<Vec<livestate_spec::Value>>, EngineError> {
+        read::archive_rows(&self.catalog).await
+    }
+
+    /// The Paimon table of a state table, by name, to inspect.
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownTable`], or Paimon errors opening it.
+    pub async fn table(&self, name: &str) -> Result<paimon::Table, EngineError> {
+        read::get_table(&self.catalog, &self.spec, name).await.map(|(t, _)| t)
+    }
+
+    /// Derives everything recorded up to the record's head into `derivers`' tables, committing
+    /// every `commit_every` events and at the end; `progress` sees each chunk.
+    ///
+    /// # Errors
+    /// As [`Derivers::catch_up`].
+    pub async fn catch_up(
+        &self,
+        derivers: &mut Derivers,
+        commit_every: u64,
+        progress: &mut (dyn FnMut(Progress) + Send),
+    ) -> Result<DeriveReport, EngineError> {
+        derivers.catch_up(&self.record, &self.spec, commit_every, progress).await
+    }
+
+    /// One step of continuous derivation (as [`Derivers::step`]).
+    ///
+    /// # Errors
+    /// As [`Derivers::step`].
+    pub async fn step(&self, derivers: &mut Derivers) -> Result<DeriveReport, EngineError> {
+        derivers.step(&self.record, &self.spec).await
+    }
+
+    /// Commits `tables` through one offset at or past `target` (as [`Derivers::barrier`]).
+    ///
+    /// # Errors
+    /// As [`Derivers::barrier`].
+    pub async fn barrier(
+        &self,
+        derivers: &mut Derivers,
+        tables: &[String],
+        target: u64,
+    ) -> Result<Barrier, EngineError> {
+        derivers.barrier(&self.record, &self.spec, tables, target).await
+    }
+
+    /// Each table's snapshot, checked-through offset and lag, now (as [`Derivers::status`]).
+    ///
+    /// # Errors
+    /// Record errors.
+    pub fn status(&self, derivers: &Derivers) -> Result<Status, EngineError> {
+        derivers.status(&self.record)
+    }
+
     /// Opens the derivers of every table, each positioned after its last commit.
     ///
     /// # Errors
@@ -371,7 +503,7 @@ impl Livestate {
     pub fn table_names(&self) -> Vec<String> {
         let mut names: Vec<String> =
             self.spec.tables.values().filter(|t| t.derived_here()).map(|t| t.name.clone()).collect();
-        names.push(format!("{RECORD_DB}.{ARCHIVE_TABLE}"));
+        names.push(TableId::archive().full_name());
         names
     }
 
@@ -410,17 +542,14 @@ impl Livestate {
     }
 
     async fn open_maintainer(&self, table: &str) -> Result<livestate_lsm::Maintainer, EngineError> {
-        let (t, full) = if table == format!("{RECORD_DB}.{ARCHIVE_TABLE}") {
-            let t = self
-                .catalog
-                .table(&Identifier::new(RECORD_DB, ARCHIVE_TABLE))
-                .await
-                .map_err(paimon_err(table, "open"))?;
+        let archive = TableId::archive();
+        let (t, full) = if table == archive.full_name() {
+            let t = self.catalog.table(archive.identifier()).await.map_err(paimon_err(table, "open"))?;
             (t, table.to_string())
         } else {
             let bare = table.strip_prefix("state.").unwrap_or(table);
             let (t, ts) = read::get_table(&self.catalog, &self.spec, bare).await?;
-            (t, format!("{STATE_DB}.{}", ts.name))
+            (t, TableId::state(&ts.name).full_name())
         };
         let lock = self.locks.commit(&full);
         Ok(livestate_lsm::Maintainer::new(t, full, lock)?.with_fence(self.fence()))
@@ -459,6 +588,53 @@ impl Livestate {
     pub fn publish_status(&self, status: Status) {
         *self.live_status.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
             Some(std::sync::Arc::new(status));
+    }
+}
+
+/// Read access to a directory's record ([`Livestate::record`]): offsets, events and the
+/// store's health. Appends go through [`Livestate::emit`], which types each event against the
+/// spec and hands it to this process's derivers.
+#[derive(Clone, Copy)]
+pub struct RecordView<'a>(&'a Record);
+
+impl RecordView<'_> {
+    /// The offset the next appended event gets: every offset below it is recorded.
+    pub fn next_offset(&self) -> u64 {
+        self.0.next_offset()
+    }
+
+    /// Up to `limit` events from offset `from` on, in offset order.
+    ///
+    /// # Errors
+    /// As [`Record::read`].
+    pub fn read(&self, from: u64, limit: usize) -> Result<Vec<RecordedEvent>, RecordError> {
+        self.0.read(from, limit)
+    }
+
+    /// The event at `offset`, if recorded.
+    ///
+    /// # Errors
+    /// As [`Record::get`].
+    pub fn get(&self, offset: u64) -> Result<Option<RecordedEvent>, RecordError> {
+        self.0.get(offset)
+    }
+
+    /// When the event at `offset` was recorded (ms since the epoch), if it was.
+    ///
+    /// # Errors
+    /// As [`Record::recorded_at_ms`].
+    pub fn recorded_at_ms(&self, offset: u64) -> Result<Option<i64>, RecordError> {
+        self.0.recorded_at_ms(offset)
+    }
+
+    /// Why the record refuses appends, once a write or fsync failed.
+    pub fn refusing_appends(&self) -> Option<RecordError> {
+        self.0.refusing_appends()
+    }
+
+    /// What the record's store holds in memory.
+    pub fn memory(&self) -> livestate_record::StoreMemory {
+        self.0.memory()
     }
 }
 

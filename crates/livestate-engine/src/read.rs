@@ -9,7 +9,6 @@ use livestate_record::Record;
 use livestate_spec::expr::{compare, Expr, ExprType};
 use livestate_spec::freshness::format_duration;
 use livestate_spec::{CompanySpec, MergeEngine, TableSpec, Value};
-use paimon::catalog::Identifier;
 use paimon::spec::{Datum, Predicate, PredicateBuilder, Snapshot};
 use paimon::Table;
 use serde::Serialize;
@@ -18,9 +17,10 @@ use crate::error::{paimon_err, EngineError};
 use crate::index::{key_bytes, Index, IndexMeta};
 use crate::layout::Status;
 use crate::schema::latest_own_snapshot;
-use crate::schema::STATE_DB;
+use crate::schema::TableId;
 use crate::verify::diagnose;
 use crate::Catalog;
+pub use livestate_api::read::{MeasuredBy, ServedBy};
 
 /// Which version of a table to read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,13 +56,11 @@ pub struct Receipt {
     pub lag_ms: Option<u64>,
     pub budget: String,
     pub within_budget: Option<bool>,
-    /// `record` when measured against the record itself; `status` when another process owns the
-    /// directory and the figure is the one it last reported; `snapshot` for a past version;
-    /// `external` for a table another engine derives (lag not measured).
-    pub measured_by: &'static str,
-    /// `index` when a point lookup was answered by the lookup index (which reflects exactly
-    /// this snapshot), `paimon` when the table was scanned.
-    pub served_by: &'static str,
+    /// Against the record itself, the owner's status file, or not at all (a past snapshot, a
+    /// table another engine derives).
+    pub measured_by: MeasuredBy,
+    /// The lookup index for a point read (it reflects exactly this snapshot), else the files.
+    pub served_by: ServedBy,
     /// Commit identifier of the snapshot read (before any status adjustment of `offset`).
     #[serde(skip)]
     pub(crate) identifier: u64,
@@ -192,8 +190,8 @@ pub(crate) async fn get_table(
     name: &str,
 ) -> Result<(Table, TableSpec), EngineError> {
     let ts = table_spec(spec, name)?;
-    let full = format!("{STATE_DB}.{name}");
-    let table = catalog.table(&Identifier::new(STATE_DB, name)).await.map_err(paimon_err(&full, "open"))?;
+    let id = TableId::state(name);
+    let table = catalog.table(id.identifier()).await.map_err(paimon_err(&id.full_name(), "open"))?;
     Ok((table, ts.clone()))
 }
 
@@ -211,7 +209,7 @@ pub(crate) async fn latest_receipt(
     ts: &TableSpec,
     lag: &LagSource<'_>,
 ) -> Result<Receipt, EngineError> {
-    let full = format!("{STATE_DB}.{}", ts.name);
+    let full = TableId::state(&ts.name).full_name();
     if !ts.derived_here() {
         let snap = table
             .snapshot_manager()
@@ -235,7 +233,7 @@ fn receipt_of(
     committed_at: Option<String>,
     lag: &LagSource<'_>,
 ) -> Result<Receipt, EngineError> {
-    let full = format!("{STATE_DB}.{}", ts.name);
+    let full = TableId::state(&ts.name).full_name();
     let mut offset = identifier;
     let now = chrono::Utc::now();
     let (lag_ms, measured_by) = match lag {
@@ -245,16 +243,16 @@ fn receipt_of(
                     offset = offset.max(p.through);
                 }
             }
-            (Some(lag_ms(record, offset, now.timestamp_millis())?), "record")
+            (Some(lag_ms(record, offset, now.timestamp_millis())?), MeasuredBy::Record)
         }
         LagSource::Status(status) => {
             let p = status.as_ref().and_then(|st| st.tables.get(&full));
             match p {
                 Some(p) if p.still_holds(snapshot_id, identifier) => {
                     offset = offset.max(p.through);
-                    (Some(p.lag_ms), "status")
+                    (Some(p.lag_ms), MeasuredBy::Status)
                 }
-                _ => (None, "status"),
+                _ => (None, MeasuredBy::Status),
             }
         }
     };
@@ -268,7 +266,7 @@ fn receipt_of(
         budget: ts.freshness.to_string(),
         within_budget: lag_ms.map(|l| Duration::from_millis(l) <= allowed),
         measured_by,
-        served_by: "paimon",
+        served_by: ServedBy::Paimon,
         identifier,
     })
 }
@@ -289,7 +287,7 @@ fn latest_from_index(
     let at_ms = meta.committed_at_ms.expect("the index reflects a commit of known time");
     sort_by_key(ts, &mut rows);
     let mut receipt = receipt_of(ts, meta.snapshot_id, meta.identifier, Some(format_millis(at_ms)), lag)?;
-    receipt.served_by = "index";
+    receipt.served_by = ServedBy::Index;
     Ok(Some(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt }))
 }
 
@@ -405,12 +403,12 @@ async fn read_filtered(
         }
     }
     let (table, ts) = get_table(catalog, spec, &req.table).await?;
-    let full = format!("{STATE_DB}.{}", ts.name);
+    let full = TableId::state(&ts.name).full_name();
     let (table, receipt) = match &req.at {
         At::Latest => {
             let mut r = latest_receipt(&table, &ts, lag).await?;
             if let Some((_, mut rows)) = from_index(&ts, &filters, index, |m| m.identifier == r.identifier)? {
-                r.served_by = "index";
+                r.served_by = ServedBy::Index;
                 sort_by_key(&ts, &mut rows);
                 return Ok(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt: r });
             }
@@ -428,7 +426,7 @@ async fn read_filtered(
                 {
                     sort_by_key(&ts, &mut rows);
                     let mut receipt = past_receipt(&ts, &snap);
-                    receipt.served_by = "index";
+                    receipt.served_by = ServedBy::Index;
                     return Ok(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt });
                 }
             }
@@ -456,7 +454,7 @@ async fn read_filtered(
 
 /// The snapshot `at` names (`At::Latest` is not a past version).
 async fn snapshot_at(table: &Table, ts: &TableSpec, at: &At) -> Result<Snapshot, EngineError> {
-    let full = format!("{STATE_DB}.{}", ts.name);
+    let full = TableId::state(&ts.name).full_name();
     match at {
         At::Snapshot(id) => {
             let sm = table.snapshot_manager();
@@ -535,7 +533,7 @@ pub async fn receipt(
 /// table's present.
 fn past_receipt(ts: &TableSpec, snap: &Snapshot) -> Receipt {
     if !ts.derived_here() {
-        return Receipt { measured_by: "snapshot", ..external_receipt(ts, Some(snap)) };
+        return Receipt { measured_by: MeasuredBy::Snapshot, ..external_receipt(ts, Some(snap)) };
     }
     let identifier = u64::try_from(snap.commit_identifier()).unwrap_or(0);
     Receipt {
@@ -546,8 +544,8 @@ fn past_receipt(ts: &TableSpec, snap: &Snapshot) -> Receipt {
         lag_ms: None,
         budget: ts.freshness.to_string(),
         within_budget: None,
-        measured_by: "snapshot",
-        served_by: "paimon",
+        measured_by: MeasuredBy::Snapshot,
+        served_by: ServedBy::Paimon,
         identifier,
     }
 }
@@ -563,8 +561,8 @@ fn external_receipt(ts: &TableSpec, snap: Option<&Snapshot>) -> Receipt {
         lag_ms: None,
         budget: ts.freshness.to_string(),
         within_budget: None,
-        measured_by: "external",
-        served_by: "paimon",
+        measured_by: MeasuredBy::External,
+        served_by: ServedBy::Paimon,
         identifier: snap.map_or(0, |s| u64::try_from(s.commit_identifier()).unwrap_or(0)),
     }
 }
@@ -698,7 +696,7 @@ pub(crate) async fn scan(
     ts: &TableSpec,
     filters: &[(usize, Value)],
 ) -> Result<Vec<Vec<Value>>, EngineError> {
-    let full = format!("{STATE_DB}.{}", ts.name);
+    let full = TableId::state(&ts.name).full_name();
     let has_snapshot = table
         .snapshot_manager()
         .get_latest_snapshot_id()
@@ -760,7 +758,7 @@ pub async fn tables(
     for ts in spec.tables.values() {
         let (table, _) = get_table(catalog, spec, &ts.name).await?;
         let receipt = latest_receipt(&table, ts, lag).await?;
-        let full = format!("{STATE_DB}.{}", ts.name);
+        let full = TableId::state(&ts.name).full_name();
         let progress = lag.status().and_then(|st| st.tables.get(&full));
         let total = table
             .snapshot_manager()
@@ -807,10 +805,9 @@ pub fn format_lag(ms: u64) -> String {
 /// # Errors
 /// Paimon errors.
 pub async fn archive_rows(catalog: &Catalog) -> Result<Vec<Vec<Value>>, EngineError> {
-    use crate::schema::{ARCHIVE_TABLE, RECORD_DB};
-    let full = format!("{RECORD_DB}.{ARCHIVE_TABLE}");
-    let table =
-        catalog.table(&Identifier::new(RECORD_DB, ARCHIVE_TABLE)).await.map_err(paimon_err(&full, "open"))?;
+    let id = TableId::archive();
+    let full = id.full_name();
+    let table = catalog.table(id.identifier()).await.map_err(paimon_err(&full, "open"))?;
     if table
         .snapshot_manager()
         .get_latest_snapshot_id()
@@ -906,8 +903,8 @@ mod tests {
             lag_ms: Some(0),
             budget: "1s".into(),
             within_budget: Some(true),
-            measured_by: "record",
-            served_by: "index",
+            measured_by: MeasuredBy::Record,
+            served_by: ServedBy::Index,
             identifier: 42,
         }
     }

@@ -28,7 +28,6 @@ use std::sync::Arc;
 
 use livestate_spec::CompanySpec;
 use livestate_spec::Value;
-use paimon::catalog::Identifier;
 use paimon::CommitMessage;
 use serde::Serialize;
 
@@ -38,7 +37,7 @@ use crate::error::{io_err, paimon_err, EngineError};
 use crate::index::{Index, IndexMeta};
 use crate::layout::Layout;
 use crate::quarantine::{self, Quarantined};
-use crate::schema::{latest_own_snapshot, state_schema, COMMIT_USER, STATE_DB};
+use crate::schema::{latest_own_snapshot, state_schema, TableId, COMMIT_USER};
 use crate::warehouse::Warehouse;
 use crate::window::{BeforeAfter, Tracking};
 use crate::Livestate;
@@ -121,11 +120,10 @@ impl Livestate {
         }
         for name in &named {
             let ts = spec.table(name).expect("checked above");
-            let full = format!("{STATE_DB}.{name}");
-            let source = twin_catalog
-                .table(&Identifier::new(STATE_DB, name.clone()))
-                .await
-                .map_err(paimon_err(&full, "open the twin"))?;
+            let id = TableId::state(name);
+            let full = id.full_name();
+            let source =
+                twin_catalog.table(id.identifier()).await.map_err(paimon_err(&full, "open the twin"))?;
             let (target, _) = crate::read::get_table(&self.catalog, &spec, name).await?;
             let old = crate::read::scan(&target, ts, &[]).await?;
             let new = crate::read::scan(&source, ts, &[]).await?;

@@ -16,6 +16,40 @@ pub const STATE_DB: &str = "state";
 pub const RECORD_DB: &str = "record";
 /// The archive table's name inside [`RECORD_DB`].
 pub const ARCHIVE_TABLE: &str = "events";
+/// A table of the warehouse: a state table in [`STATE_DB`] or the archive in [`RECORD_DB`].
+/// Its text (`state.stock`, `record.events`) is how errors, receipts, the status file and
+/// maintainers name it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TableId(paimon::catalog::Identifier);
+
+impl TableId {
+    /// The state table `name` (as the spec names it).
+    pub fn state(name: &str) -> TableId {
+        TableId(paimon::catalog::Identifier::new(STATE_DB, name))
+    }
+
+    /// The `record.events` archive.
+    pub fn archive() -> TableId {
+        TableId(paimon::catalog::Identifier::new(RECORD_DB, ARCHIVE_TABLE))
+    }
+
+    /// The table as the catalog names it.
+    pub fn identifier(&self) -> &paimon::catalog::Identifier {
+        &self.0
+    }
+
+    /// Its text, `database.table`.
+    pub fn full_name(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl std::fmt::Display for TableId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.0.database(), self.0.object())
+    }
+}
+
 /// Commit user of every snapshot livestate writes; its commit identifier is a record offset.
 pub const COMMIT_USER: &str = "livestate";
 

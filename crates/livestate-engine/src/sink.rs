@@ -148,18 +148,19 @@ pub(crate) struct TableSink {
     schema: Arc<ArrowSchema>,
     /// The archive's rows not yet handed to the writer.
     pending: Vec<KindRow>,
-    /// Next record offset to apply.
-    pub position: u64,
+    /// Next record offset to apply. Only moves forward ([`TableSink::advance_to`]), and
+    /// is never below `committed`.
+    position: u64,
     /// Offset reflected by the latest committed snapshot.
-    pub committed: u64,
-    pub snapshot_id: Option<i64>,
+    committed: u64,
+    snapshot_id: Option<i64>,
     /// Commit identifier of `snapshot_id` (`committed` may have been raised past it on open).
-    pub snapshot_identifier: u64,
+    snapshot_identifier: u64,
     /// When the oldest event not yet committed was recorded (ms since the epoch).
-    pub oldest_uncommitted_ms: Option<i64>,
+    oldest_uncommitted_ms: Option<i64>,
     /// When this process applied the first event not yet committed (the window's start on this
     /// process's clock, whatever the event's recorded time).
-    pub window_opened: Option<Instant>,
+    window_opened: Option<Instant>,
     /// Taken by every commit to the table, data or compaction (shared by every writer of the
     /// table in this process: [`crate::Livestate`] hands it out).
     commit_lock: CommitLock,
@@ -294,6 +295,42 @@ impl TableSink {
     }
 
     /// Where the sink stands (see [`SinkProgress`]).
+    /// The next record offset to apply.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// The offset the latest committed snapshot reflects.
+    pub fn committed_through(&self) -> u64 {
+        self.committed
+    }
+
+    /// The latest snapshot this sink committed (or found on open), if any.
+    pub fn snapshot_id(&self) -> Option<i64> {
+        self.snapshot_id
+    }
+
+    /// How long the window of applied, uncommitted events has been open.
+    pub fn window_age(&self) -> WindowAge {
+        WindowAge { opened: self.window_opened, oldest_recorded_ms: self.oldest_uncommitted_ms }
+    }
+
+    /// Every event below `end` has been applied (or touches no row of the table): the position
+    /// moves there, never back.
+    pub fn advance_to(&mut self, end: u64) {
+        self.position = self.position.max(end);
+    }
+
+    /// On open: the status file says the table was checked through `through` past its last
+    /// snapshot (events that did not touch it); trusted only while that snapshot is still the
+    /// table's latest and only to move forward.
+    pub fn trust_checked(&mut self, p: &crate::layout::TableProgress) {
+        if p.still_holds(self.snapshot_id, self.snapshot_identifier) && p.through > self.position {
+            self.position = p.through;
+            self.committed = p.through;
+        }
+    }
+
     pub fn progress(&self) -> SinkProgress {
         SinkProgress {
             name: self.name.clone(),
@@ -366,7 +403,7 @@ impl TableSink {
         let id = commit_writer(w, None, self.position, Some(&self.commit_lock), Instant::now())
             .await?
             .map(|s| s.id());
-        self.committed(self.position, id);
+        self.record_commit(self.position, id);
         self.oldest_uncommitted_ms = None;
         self.window_opened = None;
         Ok(id)
@@ -431,11 +468,11 @@ impl TableSink {
             Ok(id) => id,
             Err(e) => return Err(diagnose(&self.table, &self.name, None, e).await),
         };
-        self.committed(running.position, id);
+        self.record_commit(running.position, id);
         Ok(id)
     }
 
-    fn committed(&mut self, position: u64, snapshot: Option<i64>) {
+    fn record_commit(&mut self, position: u64, snapshot: Option<i64>) {
         self.committed = position;
         if let Some(id) = snapshot {
             self.snapshot_id = Some(id);

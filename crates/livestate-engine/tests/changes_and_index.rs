@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use common::{fresh, line};
 use futures::TryStreamExt;
+use livestate_engine::read::ServedBy;
 use livestate_engine::schema::STATE_DB;
 use livestate_engine::Livestate;
 use livestate_spec::Value;
@@ -27,19 +28,19 @@ fn canon(rows: impl IntoIterator<Item = Vec<Value>>) -> Vec<String> {
 }
 
 async fn paimon_rows(ls: &Livestate, table: &str) -> Vec<String> {
-    let ts = ls.spec.table(table).unwrap();
-    let t = ls.catalog.table(&Identifier::new(STATE_DB, table)).await.unwrap();
+    let ts = ls.spec().table(table).unwrap();
+    let t = ls.catalog().table(&Identifier::new(STATE_DB, table)).await.unwrap();
     canon(livestate_engine::read::scan_all(&t, ts).await.unwrap())
 }
 
 fn index_rows(ls: &Livestate, table: &str) -> Vec<String> {
-    canon(ls.index.rows(table).unwrap())
+    canon(ls.index().rows(table).unwrap())
 }
 
 /// Every change row of every snapshot, replayed in order onto an empty map keyed by primary key.
 async fn replayed(ls: &Livestate, table: &str) -> Vec<String> {
-    let ts = ls.spec.table(table).unwrap();
-    let t = ls.catalog.table(&Identifier::new(STATE_DB, table)).await.unwrap();
+    let ts = ls.spec().table(table).unwrap();
+    let t = ls.catalog().table(&Identifier::new(STATE_DB, table)).await.unwrap();
     let Some(latest) = t.snapshot_manager().get_latest_snapshot_id().await.unwrap() else {
         return Vec::new();
     };
@@ -142,7 +143,7 @@ proptest! {
                 let lines: Vec<String> = chunk.iter().map(|o| { n += 1; event(n, o) }).collect();
                 ls.emit(&lines.join("\n"), false).unwrap();
                 let mut d = ls.derivers().await.unwrap();
-                d.catch_up(&ls.record, &ls.spec, 1_000, &mut |_| {}).await.unwrap();
+                ls.catch_up(&mut d, 1_000, &mut |_| {}).await.unwrap();
                 d.finish().await;
                 for t in TABLES {
                     assert_eq!(index_rows(&ls, t), paimon_rows(&ls, t).await, "index of {t}");
@@ -161,7 +162,7 @@ async fn a_point_lookup_is_answered_by_the_index_with_the_same_row_and_receipt()
     let lines: Vec<String> = (1..=6).map(|n| event(n, &Op::Count((n % 3) as u8, i64::from(n)))).collect();
     ls.emit(&lines.join("\n"), false).unwrap();
     let mut d = ls.derivers().await.unwrap();
-    d.catch_up(&ls.record, &ls.spec, 1_000, &mut |_| {}).await.unwrap();
+    ls.catch_up(&mut d, 1_000, &mut |_| {}).await.unwrap();
     let read = |keys: &[(&str, &str)], index: bool| {
         let req = livestate_engine::ReadRequest {
             table: "stock".into(),
@@ -171,11 +172,11 @@ async fn a_point_lookup_is_answered_by_the_index_with_the_same_row_and_receipt()
         let ls = &ls;
         async move {
             livestate_engine::read::read(
-                &ls.catalog,
-                &ls.spec,
+                ls.catalog(),
+                ls.spec(),
                 &req,
                 &ls.lag_source(),
-                index.then_some(&*ls.index),
+                index.then_some(ls.index()),
             )
             .await
             .unwrap()
@@ -184,25 +185,25 @@ async fn a_point_lookup_is_answered_by_the_index_with_the_same_row_and_receipt()
     let key = [("item", "part-1"), ("location", "north")];
     let from_index = read(&key, true).await;
     let from_paimon = read(&key, false).await;
-    assert_eq!(from_index.receipt.served_by, "index");
-    assert_eq!(from_paimon.receipt.served_by, "paimon");
+    assert_eq!(from_index.receipt.served_by, ServedBy::Index);
+    assert_eq!(from_paimon.receipt.served_by, ServedBy::Paimon);
     assert_eq!(from_index.rows, from_paimon.rows);
     assert_eq!(from_index.rows.len(), 1);
     assert_eq!(from_index.receipt.snapshot_id, from_paimon.receipt.snapshot_id);
     assert_eq!(from_index.receipt.offset, from_paimon.receipt.offset);
     // Not every key column given: the index's rows are filtered, and agree with a scan.
     let partial = read(&[("item", "part-1")], true).await;
-    assert_eq!(partial.receipt.served_by, "index");
+    assert_eq!(partial.receipt.served_by, ServedBy::Index);
     assert_eq!(partial.rows, read(&[("item", "part-1")], false).await.rows);
     // A key that is not there: no rows, still from the index.
     let none = read(&[("item", "part-9"), ("location", "north")], true).await;
-    assert!(none.rows.is_empty() && none.receipt.served_by == "index");
+    assert!(none.rows.is_empty() && none.receipt.served_by == ServedBy::Index);
     assert_eq!(from_index.receipt.committed_at, from_paimon.receipt.committed_at);
     assert_eq!(from_index.receipt.lag_ms.is_some(), from_paimon.receipt.lag_ms.is_some());
 
     // The index answers a latest read without opening a Paimon file: with the table's
     // snapshots out of reach, the key read still gets its row and receipt.
-    let snapshots = ls.layout.warehouse_dir().join("state.db/stock/snapshot");
+    let snapshots = ls.layout().warehouse_dir().join("state.db/stock/snapshot");
     let aside = snapshots.with_file_name("snapshot.aside");
     std::fs::rename(&snapshots, &aside).unwrap();
     let blind = read(&key, true).await;
@@ -218,19 +219,19 @@ async fn an_index_read_pairs_rows_with_the_snapshot_they_belong_to_while_commits
     let (_d, ls) = fresh().await;
     ls.emit(&event(1, &Op::Count(1, 1)), false).unwrap();
     let mut d = ls.derivers().await.unwrap();
-    d.catch_up(&ls.record, &ls.spec, 1_000, &mut |_| {}).await.unwrap();
+    ls.catch_up(&mut d, 1_000, &mut |_| {}).await.unwrap();
     let key = [("item", "part-1"), ("location", "north")];
     let key_values: Vec<Value> = key.iter().map(|(_, v)| Value::String(v.to_string())).collect();
     let key_bytes = livestate_engine::index::key_bytes(key_values.iter());
-    let template = ls.index.get("stock", &key_bytes).unwrap().expect("the counted row");
-    let on_hand = ls.spec.table("stock").unwrap().columns.get_index_of("on_hand").unwrap();
+    let template = ls.index().get("stock", &key_bytes).unwrap().expect("the counted row");
+    let on_hand = ls.spec().table("stock").unwrap().columns.get_index_of("on_hand").unwrap();
 
     // Commit n sets on_hand to n and names snapshot FIRST + n (past the derivers' own). It also
     // writes 2,000 other rows after the one read, so applying it takes long enough for reads
     // to land in the middle.
     const FIRST: i64 = 1_000_000;
     let commits: i64 = 300;
-    let item = ls.spec.table("stock").unwrap().columns.get_index_of("item").unwrap();
+    let item = ls.spec().table("stock").unwrap().columns.get_index_of("item").unwrap();
     let fillers: Vec<(Vec<u8>, Vec<Value>)> = (0..2_000)
         .map(|i| {
             let mut row = template.clone();
@@ -238,7 +239,15 @@ async fn an_index_read_pairs_rows_with_the_snapshot_they_belong_to_while_commits
             (livestate_engine::index::key_bytes([row[item].clone(), key_values[1].clone()].iter()), row)
         })
         .collect();
-    let index = ls.index.clone();
+    // An index of its own, which this test writes as the derivers would (the directory's own
+    // index is written only by its derivers), holding the counted row as of commit 0.
+    let index_dir = tempfile::tempdir().unwrap();
+    let index =
+        std::sync::Arc::new(livestate_engine::index::Index::open(index_dir.path(), ls.spec()).unwrap());
+    let first =
+        livestate_engine::index::IndexMeta { identifier: 0, snapshot_id: Some(FIRST), committed_at_ms: None };
+    index.apply("stock", std::iter::once((key_bytes.as_slice(), Some(template.as_slice()))), first).unwrap();
+    let reader_index = std::sync::Arc::clone(&index);
     let reader_key = key_bytes.clone();
     let writer = std::thread::spawn(move || {
         for n in 1..=commits {
@@ -263,18 +272,23 @@ async fn an_index_read_pairs_rows_with_the_snapshot_they_belong_to_while_commits
     let mut viewed = 0;
     while !writer.is_finished() {
         // The view itself: what it read is one commit's whenever it says nothing changed.
-        let view = ls.index.view();
+        let view = reader_index.view();
         let meta = view.meta("stock").unwrap().unwrap();
         let row = view.get("stock", &reader_key).unwrap().unwrap();
         if let Some(snapshot) = meta.snapshot_id.filter(|&s| s > FIRST && view.unchanged()) {
             assert_eq!(row[on_hand], Value::Int(snapshot - FIRST), "a view mixed two commits");
             viewed += 1;
         }
-        let read =
-            livestate_engine::read::read(&ls.catalog, &ls.spec, &req, &ls.lag_source(), Some(&*ls.index))
-                .await
-                .unwrap();
-        if read.receipt.served_by != "index" {
+        let read = livestate_engine::read::read(
+            ls.catalog(),
+            ls.spec(),
+            &req,
+            &ls.lag_source(),
+            Some(&*reader_index),
+        )
+        .await
+        .unwrap();
+        if read.receipt.served_by != ServedBy::Index {
             continue;
         }
         let Some(snapshot) = read.receipt.snapshot_id.filter(|&s| s > FIRST) else { continue };
@@ -315,19 +329,15 @@ async fn a_where_condition_reads_the_same_rows_from_the_index_and_from_paimon() 
         .collect();
     ls.emit(&lines.join("\n"), false).unwrap();
     common::derive(&ls).await;
-    let ts = ls.spec.table("open_orders").unwrap();
+    let ts = ls.spec().table("open_orders").unwrap();
     let col = |n: &str| ts.columns.get_index_of(n).unwrap();
-    let all = ls.index.rows("open_orders").unwrap();
+    let all = ls.index().rows("open_orders").unwrap();
     let latest = livestate_engine::ReadRequest {
         table: "open_orders".into(),
         keys: Vec::new(),
         at: livestate_engine::At::Latest,
     };
-    let snapshot = livestate_engine::read::read(&ls.catalog, &ls.spec, &latest, &ls.lag_source(), None)
-        .await
-        .unwrap()
-        .receipt
-        .snapshot_id;
+    let snapshot = ls.read_files(&latest).await.unwrap().receipt.snapshot_id;
     for condition in [
         "item == 'part-1'",
         "'pa\"rt-1' == item",
@@ -355,16 +365,20 @@ async fn a_where_condition_reads_the_same_rows_from_the_index_and_from_paimon() 
                 at: at.clone(),
             };
             let rows = livestate_engine::read::read_where(
-                &ls.catalog,
-                &ls.spec,
+                ls.catalog(),
+                ls.spec(),
                 &req,
                 Some(&expr),
                 &ls.lag_source(),
-                index.then_some(&*ls.index),
+                index.then_some(ls.index()),
             )
             .await
             .unwrap();
-            assert_eq!(rows.receipt.served_by, if index { "index" } else { "paimon" }, "{condition}");
+            assert_eq!(
+                rows.receipt.served_by,
+                if index { ServedBy::Index } else { ServedBy::Paimon },
+                "{condition}"
+            );
             assert_eq!(canon(rows.rows), canon(by_hand.clone()), "{condition} at {at:?}, index {index}");
         }
     }

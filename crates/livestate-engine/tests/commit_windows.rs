@@ -14,15 +14,15 @@ use serde_json::{json, Value};
 async fn paimon_and_index(ls: &Livestate, table: &str) -> (Vec<Value>, Vec<Value>) {
     let req = ReadRequest { table: table.into(), keys: vec![], at: At::Latest };
     let lag = ls.lag_source();
-    let from_files = livestate_engine::read::read(&ls.catalog, &ls.spec, &req, &lag, None).await.unwrap();
+    let from_files = livestate_engine::read::read(ls.catalog(), ls.spec(), &req, &lag, None).await.unwrap();
     let from_index =
-        livestate_engine::read::read(&ls.catalog, &ls.spec, &req, &lag, Some(&ls.index)).await.unwrap();
+        livestate_engine::read::read(ls.catalog(), ls.spec(), &req, &lag, Some(ls.index())).await.unwrap();
     (from_files.json_rows(), from_index.json_rows())
 }
 
 /// Rows in the table's data files (changelog files not counted), summed over every bucket.
 fn data_file_rows(ls: &Livestate, table: &str) -> i64 {
-    let dir = ls.layout.warehouse_dir().join("state.db").join(table);
+    let dir = ls.layout().warehouse_dir().join("state.db").join(table);
     let mut rows = 0;
     for bucket in std::fs::read_dir(&dir)
         .unwrap()
@@ -206,7 +206,7 @@ async fn a_partial_update_row_removed_and_set_again_in_one_window_keeps_only_the
     assert_eq!(index, want);
     assert_eq!(files, want, "the removed row's columns do not come back in Paimon's files");
     // The delete and the new row went to Paimon in two commits, each at a record offset.
-    let snapshots = std::fs::read_dir(ls.layout.warehouse_dir().join("state.db/readings/snapshot"))
+    let snapshots = std::fs::read_dir(ls.layout().warehouse_dir().join("state.db/readings/snapshot"))
         .unwrap()
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().starts_with("snapshot-"))

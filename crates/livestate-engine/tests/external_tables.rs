@@ -51,7 +51,7 @@ fn count(n: u32, on_hand: i64) -> String {
 /// Commits `rows` (supplier, level) into `state.supplier_risk` as another engine would: its own
 /// commit user, its checkpoint number as the commit identifier.
 async fn flink_commits(ls: &Livestate, rows: &[(&str, &str)], checkpoint: i64) {
-    let table = ls.catalog.table(&Identifier::new("state", "supplier_risk")).await.unwrap();
+    let table = ls.catalog().table(&Identifier::new("state", "supplier_risk")).await.unwrap();
     let base = paimon::arrow::build_target_arrow_schema(table.schema().fields()).unwrap();
     let mut fields: Vec<Field> = base.fields().iter().map(|f| f.as_ref().clone()).collect();
     fields.push(Field::new(paimon::spec::VALUE_KIND_FIELD_NAME, DataType::Int8, false));
@@ -82,7 +82,7 @@ async fn flink_commits(ls: &Livestate, rows: &[(&str, &str)], checkpoint: i64) {
 }
 
 async fn snapshots(ls: &Livestate, table: &str) -> Vec<(i64, String, i64)> {
-    let t = ls.catalog.table(&Identifier::new("state", table)).await.unwrap();
+    let t = ls.catalog().table(&Identifier::new("state", table)).await.unwrap();
     let sm = t.snapshot_manager();
     let mut out = Vec::new();
     for id in sm.list_all_ids().await.unwrap() {
@@ -98,9 +98,7 @@ async fn read(ls: &Livestate, table: &str, keys: &[(&str, &str)], at: At) -> liv
         keys: keys.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         at,
     };
-    livestate_engine::read::read(&ls.catalog, &ls.spec, &req, &ls.lag_source(), Some(&ls.index))
-        .await
-        .unwrap()
+    ls.read(&req).await.unwrap()
 }
 
 #[tokio::test]
@@ -116,7 +114,7 @@ async fn an_external_table_is_never_written_by_livestate_and_reads_what_its_engi
     assert!(empty.rows.is_empty());
     assert_eq!(
         (empty.receipt.snapshot_id, empty.receipt.offset, empty.receipt.lag_ms, empty.receipt.measured_by),
-        (None, None, None, "external")
+        (None, None, None, livestate_engine::read::MeasuredBy::External)
     );
 
     // The other engine commits; livestate serves exactly that, from Paimon.
@@ -127,7 +125,10 @@ async fn an_external_table_is_never_written_by_livestate_and_reads_what_its_engi
     assert_eq!(levels, [("\"s1\"".into(), "\"high\"".into()), ("\"s2\"".into(), "\"low\"".into())]);
     assert_eq!(got.receipt.snapshot_id, Some(1));
     assert_eq!(got.receipt.offset, None, "a checkpoint number is not a record offset");
-    assert_eq!((got.receipt.measured_by, got.receipt.served_by), ("external", "paimon"));
+    assert_eq!(
+        (got.receipt.measured_by, got.receipt.served_by),
+        (livestate_engine::read::MeasuredBy::External, livestate_engine::read::ServedBy::Paimon)
+    );
     assert!(got.receipt.committed_at.is_some());
     let one = read(&ls, "supplier_risk", &[("supplier", "s2")], At::Latest).await;
     assert_eq!(one.rows.len(), 1);
@@ -146,8 +147,8 @@ async fn an_external_table_is_never_written_by_livestate_and_reads_what_its_engi
     );
     assert!(refused.to_string().contains("derived_by = \"external\""), "{refused}");
     let mut derivers = ls.derivers().await.unwrap();
-    let at = ls.record.next_offset();
-    let e = derivers.barrier(&ls.record, &ls.spec, &["stock".into(), "supplier_risk".into()], at).await;
+    let at = ls.record().next_offset();
+    let e = ls.barrier(&mut derivers, &["stock".into(), "supplier_risk".into()], at).await;
     assert!(e.unwrap_err().to_string().contains("cannot join a read as of one offset"));
 
     // A proposal's evidence is pinned on it like on any table, and read back from the tag.
@@ -208,5 +209,8 @@ async fn export_hands_a_table_over_from_the_first_offset_its_last_livestate_comm
     assert_eq!(rows(&ls, "stock", &[]).await[0]["on_hand"], 42);
     // Reads of it no longer come from livestate's index (which stopped following it).
     let r = read(&ls, "supplier_risk", &[("supplier", "s1")], At::Latest).await;
-    assert_eq!((r.receipt.served_by, r.receipt.offset, r.rows.len()), ("paimon", None, 1));
+    assert_eq!(
+        (r.receipt.served_by, r.receipt.offset, r.rows.len()),
+        (livestate_engine::read::ServedBy::Paimon, None, 1)
+    );
 }

@@ -20,12 +20,12 @@ async fn a_one_second_table_commits_within_its_budget_while_a_five_minute_table_
         false,
     )
     .unwrap();
-    let first = derivers.step(&ls.record, &ls.spec).await.unwrap();
+    let first = ls.step(&mut derivers).await.unwrap();
     assert_eq!(first.events, 2);
     assert!(rows(&ls, "stock", &[]).await.is_empty(), "nothing is due the moment events arrive");
     // approval_inbox (1s budget) commits after an eighth of its budget; stock (5m) does not.
     tokio::time::sleep(Duration::from_millis(600)).await;
-    let second = derivers.step(&ls.record, &ls.spec).await.unwrap();
+    let second = ls.step(&mut derivers).await.unwrap();
     // The step started the commit on a task of its own; wait for it.
     assert!(second.commits + derivers.finish_commits().await.unwrap() >= 1);
     assert_eq!(rows(&ls, "approval_inbox", &[]).await.len(), 1);

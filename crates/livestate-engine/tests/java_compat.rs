@@ -167,9 +167,9 @@ async fn java_readers_map_every_data_and_changelog_file_of_every_table() {
         assert!(report.snapshot_id.is_some(), "{t}: the full compaction committed");
     }
 
-    let warehouse = ls.layout.warehouse_dir();
+    let warehouse = ls.layout().warehouse_dir();
     let mut checked_files = 0;
-    for (name, spec) in &ls.spec.tables {
+    for (name, spec) in &ls.spec().tables {
         let dir = warehouse.join("state.db").join(name);
         let schema = latest_schema(&dir);
         assert_eq!(
@@ -215,7 +215,7 @@ async fn java_readers_map_every_data_and_changelog_file_of_every_table() {
             checked_files += 1;
         }
     }
-    assert!(checked_files >= 2 * ls.spec.tables.len(), "checked {checked_files} files");
+    assert!(checked_files >= 2 * ls.spec().tables.len(), "checked {checked_files} files");
 
     // The archive is an append table: its files are just its columns, and thin mode (a
     // primary-key option) is not set on it.

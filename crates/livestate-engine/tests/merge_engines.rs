@@ -131,7 +131,7 @@ async fn deriving_again_after_reopen_applies_nothing_twice() {
     assert_eq!((again.events, again.commits), (0, 0), "a reopened deriver resumes at its commit");
     let total = rows(&ls, "reservations_total", &[]).await;
     assert_eq!(total[0]["reserved_qty"], 40);
-    let archive = livestate_engine::read::archive_rows(&ls.catalog).await.unwrap();
+    let archive = ls.archive_rows().await.unwrap();
     assert_eq!(archive.len(), 20);
 }
 
@@ -161,9 +161,7 @@ async fn filter_by_key_and_time_travel_to_an_earlier_snapshot() {
         keys: vec![],
         at: livestate_engine::At::Snapshot(1),
     };
-    let then = livestate_engine::read::read(&ls.catalog, &ls.spec, &req, &ls.lag_source(), Some(&ls.index))
-        .await
-        .unwrap();
+    let then = ls.read(&req).await.unwrap();
     assert_eq!(then.rows.len(), 1);
     assert_eq!(then.json_rows()[0]["status"], "released");
     assert_eq!(then.receipt.offset, Some(1), "snapshot 1 reflects offsets below 1");

@@ -37,10 +37,10 @@ async fn a_failed_row_operation_is_set_aside_once_and_found_again_when_its_table
     // Apply without committing open_orders (its budget is not spent), then drop the derivers
     // as a crash would: the quarantine is on disk, the table's commit is not.
     let mut d = ls.derivers().await.unwrap();
-    d.step(&ls.record, &ls.spec).await.unwrap();
+    ls.step(&mut d).await.unwrap();
     let committed = d.committed("open_orders").unwrap().through;
     assert!(committed <= poisoned, "open_orders was not committed past the poisoned event");
-    let first = entries(&ls.layout, None, 100).unwrap();
+    let first = entries(ls.layout(), None, 100).unwrap();
     assert_eq!(first.len(), 1, "{first:?}");
     assert_eq!(
         (first[0].table.as_str(), first[0].offset, first[0].event_id.as_str()),
@@ -52,12 +52,12 @@ async fn a_failed_row_operation_is_set_aside_once_and_found_again_when_its_table
     // Derived again from its last commit: the same failure, one entry, the other order there.
     let report = derive(&ls).await;
     assert!(report.events >= 2, "{report:?}");
-    assert_eq!(entries(&ls.layout, None, 100).unwrap(), first, "the same quarantine, not a second entry");
+    assert_eq!(entries(ls.layout(), None, 100).unwrap(), first, "the same quarantine, not a second entry");
     assert_eq!(order_ids(&rows(&ls, "open_orders", &[]).await), vec!["o-nut"]);
     // The poisoned event's other tables were derived.
     assert_eq!(rows(&ls, "item_first_seen", &[("item", "bolt")]).await.len(), 1);
     // And the status reports it per table.
-    let status = ls.derivers().await.unwrap().status(&ls.record).unwrap();
+    let status = ls.status(&ls.derivers().await.unwrap()).unwrap();
     let p = &status.tables["state.open_orders"];
     assert_eq!((p.quarantined, p.last_quarantined.as_ref()), (1, Some(&first[0])));
     assert_eq!(status.tables["state.stock"].quarantined, 0);

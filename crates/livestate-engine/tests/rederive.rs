@@ -70,15 +70,12 @@ fn order_ids(rows: &[serde_json::Value]) -> Vec<&str> {
 
 async fn rows_at(ls: &Livestate, table: &str, at: At) -> Vec<serde_json::Value> {
     let req = ReadRequest { table: table.into(), keys: vec![], at };
-    livestate_engine::read::read(&ls.catalog, &ls.spec, &req, &ls.lag_source(), None)
-        .await
-        .unwrap()
-        .json_rows()
+    ls.read_files(&req).await.unwrap().json_rows()
 }
 
 /// The row kinds of snapshot `id`'s changelog, with each row's key column `key`.
 async fn changelog_of(ls: &Livestate, table: &str, id: i64, key: &str) -> Vec<(String, String)> {
-    let t = ls.catalog.table(&paimon::catalog::Identifier::new("state", table)).await.unwrap();
+    let t = ls.catalog().table(&paimon::catalog::Identifier::new("state", table)).await.unwrap();
     let rb = t.new_read_builder();
     let plan =
         rb.new_incremental_scan(paimon::IncrementalScanMode::Changelog, id - 1, id).plan().await.unwrap();
@@ -101,7 +98,7 @@ async fn changelog_of(ls: &Livestate, table: &str, id: i64, key: &str) -> Vec<(S
 async fn a_quarantined_row_is_derived_once_the_spec_is_fixed_and_the_tables_equal_a_fresh_derivation() {
     let (tmp, ls) = fresh().await;
     poison(&ls).await;
-    assert_eq!(entries(&ls.layout, None, 100).unwrap().len(), 1, "the bolt order is quarantined");
+    assert_eq!(entries(ls.layout(), None, 100).unwrap().len(), 1, "the bolt order is quarantined");
     assert_eq!(order_ids(&rows(&ls, "open_orders", &[]).await), vec!["o-nut"]);
     let before = ls.derivers().await.unwrap();
     let old_orders_snapshot = before.committed("open_orders").unwrap().snapshot_id;
@@ -117,10 +114,10 @@ async fn a_quarantined_row_is_derived_once_the_spec_is_fixed_and_the_tables_equa
     assert_eq!((stock.name.as_str(), stock.changed_keys), ("stock", 1), "{report:?}");
     assert_eq!((orders.name.as_str(), orders.changed_keys, orders.rows), ("open_orders", 1, 2), "{report:?}");
     assert_eq!((orders.quarantined_before, orders.quarantined_after), (1, 0));
-    assert!(entries(&ls.layout, None, 100).unwrap().is_empty(), "the quarantine entry is gone");
+    assert!(entries(ls.layout(), None, 100).unwrap().is_empty(), "the quarantine entry is gone");
     // The fixed spec is the directory's now.
     assert_eq!(
-        std::fs::read_to_string(ls.layout.spec_dir().join("mappings.toml")).unwrap(),
+        std::fs::read_to_string(ls.layout().spec_dir().join("mappings.toml")).unwrap(),
         std::fs::read_to_string(fixed.join("mappings.toml")).unwrap()
     );
 
@@ -171,7 +168,7 @@ async fn a_quarantined_row_is_derived_once_the_spec_is_fixed_and_the_tables_equa
     assert_eq!(again.through, 4);
     assert!(again.tables.iter().all(|t| t.changed_keys == 0 && t.overwrite_snapshot.is_none()), "{again:?}");
     assert!(!again.spec_replaced);
-    assert!(!ls.layout.rederive_dir().exists(), "the twin is removed");
+    assert!(!ls.layout().rederive_dir().exists(), "the twin is removed");
 }
 
 /// Where `stock` stands: the offset and snapshot of its last commit.
@@ -183,7 +180,7 @@ async fn stock_commit(ls: &Livestate) -> Committed {
 async fn a_fixed_spec_that_changes_more_than_mappings_is_refused_and_nothing_changes() {
     let (tmp, ls) = fresh().await;
     poison(&ls).await;
-    let spec_before = std::fs::read_to_string(ls.layout.spec_dir().join("mappings.toml")).unwrap();
+    let spec_before = std::fs::read_to_string(ls.layout().spec_dir().join("mappings.toml")).unwrap();
     let stock_before = stock_commit(&ls).await;
 
     let cases: Vec<(PathBuf, Vec<&str>, &str)> = vec![
@@ -221,9 +218,9 @@ async fn a_fixed_spec_that_changes_more_than_mappings_is_refused_and_nothing_cha
     let none = ls.rederive(None, &[], &mut |_| {}).await.unwrap_err();
     assert!(none.to_string().contains("name at least one table"), "{none}");
 
-    assert_eq!(std::fs::read_to_string(ls.layout.spec_dir().join("mappings.toml")).unwrap(), spec_before);
+    assert_eq!(std::fs::read_to_string(ls.layout().spec_dir().join("mappings.toml")).unwrap(), spec_before);
     assert_eq!(stock_commit(&ls).await, stock_before, "no snapshot was written");
-    assert_eq!(entries(&ls.layout, None, 100).unwrap().len(), 1);
+    assert_eq!(entries(ls.layout(), None, 100).unwrap().len(), 1);
 }
 
 #[tokio::test]
@@ -258,7 +255,7 @@ async fn a_table_that_never_committed_takes_its_first_snapshot_from_a_rederivati
 async fn a_spec_replacement_cut_between_its_renames_is_completed_by_the_next_writer() {
     let (tmp, ls) = fresh().await;
     let fixed = edited_spec(tmp.path(), "mappings.toml", RESERVATION, RESERVATION_FIXED);
-    let layout = ls.layout.clone();
+    let layout = ls.layout().clone();
     drop(ls);
     // As a crash leaves it after `spec/` became `spec.prev/` and before `spec.next/` became `spec/`.
     let next = layout.dir.join("spec.next");
@@ -278,7 +275,7 @@ async fn a_spec_replacement_cut_between_its_renames_is_completed_by_the_next_wri
     );
     assert!(!layout.dir.join("spec.next").exists() && !layout.dir.join("spec.prev").exists());
     assert!(
-        ls.spec.mappings.iter().any(|m| m.table == "stock" && m.when.is_some()),
+        ls.spec().mappings.iter().any(|m| m.table == "stock" && m.when.is_some()),
         "the fixed spec is loaded"
     );
 }

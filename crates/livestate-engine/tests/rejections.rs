@@ -44,7 +44,7 @@ async fn one_bad_line_rejects_the_batch_and_names_line_field_and_reason() {
     assert!(text.contains("line 2 (id `t-3`): data.on_hand: expected a whole number"), "{text}");
     assert!(text.contains("unknown event type `inventory.stock_teleported`"), "{text}");
     assert!(text.contains("required int field is missing"), "{text}");
-    assert_eq!(ls.record.next_offset(), 1, "nothing of the rejected batch was appended");
+    assert_eq!(ls.record().next_offset(), 1, "nothing of the rejected batch was appended");
 }
 
 #[tokio::test]
@@ -69,7 +69,7 @@ async fn resent_id_is_idempotent_and_changed_content_is_refused() {
         matches!(&err, EngineError::Record(RecordError::IdConflict { id, offset: 0 }) if id == "t-1"),
         "{err}"
     );
-    assert_eq!(ls.record.next_offset(), 1);
+    assert_eq!(ls.record().next_offset(), 1);
 }
 
 #[tokio::test]
@@ -83,7 +83,7 @@ async fn a_mapping_that_would_write_a_bad_value_rejects_the_event() {
     );
     let err = ls.emit(&bad, false).unwrap_err();
     assert!(err.to_string().contains("data.unit_price"), "{err}");
-    assert_eq!(ls.record.next_offset(), 0);
+    assert_eq!(ls.record().next_offset(), 0);
 }
 
 #[tokio::test]

@@ -47,9 +47,9 @@ async fn a_seconds_budget_table_compacts_in_the_background_as_it_commits() {
     let mut commits = 0;
     for n in 1..=12 {
         ls.emit(&proposal(n), false).unwrap();
-        derivers.step(&ls.record, &ls.spec).await.unwrap();
+        ls.step(&mut derivers).await.unwrap();
         tokio::time::sleep(Duration::from_millis(110)).await;
-        commits += derivers.step(&ls.record, &ls.spec).await.unwrap().commits;
+        commits += ls.step(&mut derivers).await.unwrap().commits;
     }
     // A step starts a commit on a task of its own and the next step collects it: the last
     // one started is collected here.
@@ -81,7 +81,7 @@ async fn a_minutes_budget_table_compacts_after_the_commit_that_reaches_the_trigg
         .collect();
     ls.emit(&events.join("\n"), false).unwrap();
     // One commit per event: the 5-minute stock table reaches the trigger of 3 runs repeatedly.
-    derivers.catch_up(&ls.record, &ls.spec, 1, &mut |_| {}).await.unwrap();
+    ls.catch_up(&mut derivers, 1, &mut |_| {}).await.unwrap();
     let kinds = kinds(&ls, "stock").await;
     assert!(kinds.iter().any(|k| k == "COMPACT"), "{kinds:?}");
     let health = ls.maintainer("stock").await.unwrap().health().await.unwrap();
@@ -108,7 +108,7 @@ async fn a_nightly_table_is_fully_compacted_in_its_nightly_run() {
         })
         .collect();
     ls.emit(&events.join("\n"), false).unwrap();
-    derivers.catch_up(&ls.record, &ls.spec, 1, &mut |_| {}).await.unwrap();
+    ls.catch_up(&mut derivers, 1, &mut |_| {}).await.unwrap();
     let health = ls.maintainer("supplier_risk").await.unwrap().health().await.unwrap();
     let top = ls.maintainer("supplier_risk").await.unwrap().compaction_options().max_level() as usize;
     for b in &health.buckets {
@@ -125,7 +125,7 @@ async fn a_restart_after_compaction_and_expiry_resumes_where_the_data_left_off()
         .collect();
     ls.emit(&lines.join("\n"), false).unwrap();
     let mut derivers = ls.derivers().await.unwrap();
-    derivers.catch_up(&ls.record, &ls.spec, 2, &mut |_| {}).await.unwrap();
+    ls.catch_up(&mut derivers, 2, &mut |_| {}).await.unwrap();
     derivers.finish().await;
     drop(derivers);
     // Compact and expire until only the COMPACT snapshot is left.
@@ -142,7 +142,7 @@ async fn a_restart_after_compaction_and_expiry_resumes_where_the_data_left_off()
     // A new process: nothing may be applied twice (the aggregation would double).
     let ls = Livestate::open(&d.path().join("d")).await.unwrap();
     let mut derivers = ls.derivers().await.unwrap();
-    let report = derivers.catch_up(&ls.record, &ls.spec, 2, &mut |_| {}).await.unwrap();
+    let report = ls.catch_up(&mut derivers, 2, &mut |_| {}).await.unwrap();
     assert_eq!(report.events, 0, "{report:?}");
     assert_eq!(rows(&ls, "reservations_total", &[]).await, before);
 }
@@ -156,7 +156,7 @@ async fn the_archive_merges_its_small_files_as_it_commits_and_keeps_every_event_
         .collect();
     ls.emit(&events.join("\n"), false).unwrap();
     // One commit per event: forty archive commits, each a small file.
-    derivers.catch_up(&ls.record, &ls.spec, 1, &mut |_| {}).await.unwrap();
+    ls.catch_up(&mut derivers, 1, &mut |_| {}).await.unwrap();
     derivers.finish().await;
     let kinds = kinds(&ls, "record.events").await;
     assert!(kinds.iter().filter(|k| *k == "APPEND").count() >= 40, "{kinds:?}");
@@ -164,7 +164,8 @@ async fn the_archive_merges_its_small_files_as_it_commits_and_keeps_every_event_
     let health = ls.maintainer("record.events").await.unwrap().health().await.unwrap();
     let files: usize = health.buckets.iter().map(|b| b.files).sum();
     assert!(files < 10, "forty commits left {files} files: {health:?}");
-    let offsets: Vec<i64> = livestate_engine::read::archive_rows(&ls.catalog)
+    let offsets: Vec<i64> = ls
+        .archive_rows()
         .await
         .unwrap()
         .iter()

@@ -1,6 +1,6 @@
 //! The one error type of this crate. A leaf: it imports nothing of the crate's logic.
 
-use livestate_wire::ErrorKind;
+use livestate_api::ErrorKind;
 
 /// One file of a table that failed its check.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -136,7 +136,7 @@ pub struct WaitArgs {
     pub timeout_seconds: Option<u64>,
 }
 
-fn answer(v: Result<Value, ClientError>) -> Result<CallToolResult, McpError> {
+fn answer<T: serde::Serialize>(v: Result<T, ClientError>) -> Result<CallToolResult, McpError> {
     match v {
         Ok(v) => Ok(CallToolResult::success(vec![ContentBlock::text(
             serde_json::to_string_pretty(&v).unwrap_or_default(),
@@ -285,7 +285,7 @@ impl LivestateMcp {
             match self.client.next_firing(&a.trigger).await {
                 Ok(Some(f)) => return answer(Ok(json!({"firing": f}))),
                 Ok(None) => {}
-                Err(e) => return answer(Err(e)),
+                Err(e) => return answer::<Value>(Err(e)),
             }
             if tokio::time::Instant::now() >= deadline {
                 return answer(Ok(json!({"firing": null, "note": "no firing before the timeout"})));

@@ -202,7 +202,7 @@ async fn every_mcp_tool_and_resource_answers_every_caller_as_the_role_matrix_say
     let mut server = start().await;
     let snapshot = bolt_in_stock(&server).await;
     let seed = server.client("agent:procurement").propose(&proposal(&snapshot, "seed")).await.unwrap();
-    let id = seed["id"].as_str().unwrap().to_string();
+    let id = seed.id.clone();
 
     // Tool, arguments, who may.
     let tools: Vec<(&str, Value, &[&str])> = vec![
@@ -259,9 +259,8 @@ async fn every_mcp_tool_and_resource_answers_every_caller_as_the_role_matrix_say
 
     // Of every proposal attempt, only the agent's own went through.
     let all = server.client("admin").proposals(None).await.unwrap();
-    let agents: Vec<&str> =
-        all["proposals"].as_array().unwrap().iter().map(|p| p["agent"].as_str().unwrap()).collect();
-    assert_eq!(agents, vec!["procurement", "procurement"], "{all}");
+    let agents: Vec<&str> = all.proposals.iter().map(|p| p.agent.as_str()).collect();
+    assert_eq!(agents, vec!["procurement", "procurement"], "{all:?}");
     server.stop().await;
 }
 

@@ -1,6 +1,6 @@
 use std::path::{Path, PathBuf};
 
-use livestate_wire::{ErrorCode, ErrorKind};
+use livestate_api::{ErrorCode, ErrorKind};
 
 /// A file of an embedded store that failed its check.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

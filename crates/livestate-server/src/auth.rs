@@ -44,8 +44,8 @@ pub enum AuthError {
 impl AuthError {
     /// Whose failure this is: a principals file that cannot be read or parsed is the server's,
     /// a bad name or a name already taken or unknown is the caller's.
-    pub fn kind(&self) -> livestate_wire::ErrorKind {
-        use livestate_wire::ErrorKind;
+    pub fn kind(&self) -> livestate_api::ErrorKind {
+        use livestate_api::ErrorKind;
         match self {
             AuthError::File { .. } => ErrorKind::Internal,
             AuthError::BadName { .. } => ErrorKind::Input,

@@ -6,8 +6,8 @@
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use livestate_api::{ErrorBody, ErrorCode, ErrorKind};
 use livestate_engine::EngineError;
-use livestate_wire::{ErrorBody, ErrorCode, ErrorKind};
 
 use crate::auth::{Permission, Principal, Unauthenticated};
 use crate::store::StoreError;
@@ -176,7 +176,17 @@ pub fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiE
     if body.is_empty() {
         return Err(ApiError::bad_request("the request body is empty; a JSON object is expected"));
     }
-    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("request body: {e}")))
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            ApiError::bad_request(format!("request body: {}", e.inner()))
+        } else {
+            ApiError::bad_request(format!("request body: {path}: {}", e.inner()))
+        }
+    })?;
+    de.end().map_err(|e| ApiError::bad_request(format!("request body: {e}")))?;
+    Ok(value)
 }
 
 #[cfg(test)]
@@ -202,6 +212,25 @@ mod tests {
         assert!(text.contains(&format!("incident {incident}")), "{text}");
         let (_, next) = body_of(ApiError::internal(cause)).await;
         assert!(next["incident"].as_u64().expect("incident") > incident, "incidents are numbered apart");
+    }
+
+    #[test]
+    fn a_body_that_does_not_fit_is_refused_naming_the_field() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Body {
+            risk: livestate_api::proposal::Risk,
+        }
+        let e = parse_body::<Body>(br#"{"risk": {"level": "extreme"}}"#).unwrap_err();
+        assert_eq!(e.code, ErrorCode::BadRequest);
+        assert!(
+            e.message.starts_with("request body: risk.level: unknown variant `extreme`"),
+            "{}",
+            e.message
+        );
+        let e = parse_body::<Body>(br#"{"risk": {"level": "low"}} trailing"#).unwrap_err();
+        assert!(e.message.contains("trailing characters"), "{}", e.message);
+        assert!(parse_body::<Body>(br#"{"risk": {"level": "low"}}"#).is_ok());
     }
 
     #[tokio::test]

@@ -37,7 +37,7 @@ pub const MAX_SCAN: u64 = 100_000;
 /// request of 10,000 proposals cannot decode a billion events.
 pub const MAX_REPORT_SCAN: u64 = 1_000_000;
 
-pub use livestate_wire::sheet::{Day, History, InputHistory, Spread};
+pub use livestate_api::sheet::{Day, History, InputHistory, Spread};
 
 /// The row one input group (a table and key read at one snapshot) is tracked through.
 struct Group {
@@ -79,7 +79,7 @@ pub(crate) async fn history(
 /// # Errors
 /// 404 for an undeclared kind, 400 for a `since` that is not a duration; read errors.
 pub(crate) async fn history_of(s: &Arc<Shared>, kind: &str, since: &str) -> Result<History, ApiError> {
-    let spec = &s.ls.spec;
+    let spec = s.ls.spec();
     let Some(k) = spec.decisions.get(kind) else {
         return Err(ApiError::not_found(format!(
             "no decision kind `{kind}` (declared: {})",
@@ -106,12 +106,12 @@ pub(crate) async fn history_of(s: &Arc<Shared>, kind: &str, since: &str) -> Resu
     let shared = Arc::clone(s);
     let kind_name = kind.to_string();
     let examined = tokio::task::spawn_blocking(move || {
-        let k = &shared.ls.spec.decisions[&kind_name];
+        let k = &shared.ls.spec().decisions[&kind_name];
         carry_forward(&shared, k, examined)
     })
     .await
     .map_err(ApiError::internal)??;
-    Ok(report(&s.ls.spec, k, &entries, &examined, &cutoff, &text(until), truncated))
+    Ok(report(s.ls.spec(), k, &entries, &examined, &cutoff, &text(until), truncated))
 }
 
 /// The inputs of one proposal as the agent read them.
@@ -137,7 +137,7 @@ async fn examine(
         let cited = k
             .input_key(input, &action)
             .ok()
-            .and_then(|key| citing(&s.ls.spec, &sources, input, &key).map(|i| (key, &sources[i])));
+            .and_then(|key| citing(s.ls.spec(), &sources, input, &key).map(|i| (key, &sources[i])));
         let Some((key, src)) = cited else {
             offsets.push(None);
             inputs.push(None);
@@ -163,7 +163,7 @@ async fn examine(
         let g = match groups.iter().position(|g| g.table == input.table && g.key == key && g.from == from) {
             Some(g) => g,
             None => {
-                let ts = s.ls.spec.table(&input.table).expect("checked at load");
+                let ts = s.ls.spec().table(&input.table).expect("checked at load");
                 let typed = row.map(|r| {
                     ts.columns
                         .iter()
@@ -197,7 +197,7 @@ fn carry_forward(
     k: &DecisionKind,
     examined: Vec<Examined>,
 ) -> Result<Vec<(Examined, AtDecision)>, ApiError> {
-    let spec: &CompanySpec = &s.ls.spec;
+    let spec: &CompanySpec = s.ls.spec();
     let mut mergers: BTreeMap<String, Merger> = BTreeMap::new();
     for i in k.inputs.values() {
         if !mergers.contains_key(&i.table) {
@@ -205,7 +205,7 @@ fn carry_forward(
             mergers.insert(i.table.clone(), m);
         }
     }
-    let index = &s.ls.index;
+    let index = s.ls.index();
     let fetch = |table: &str, key: &[SpecValue]| {
         index.get(table, &livestate_engine::index::key_bytes(key.iter())).ok().flatten()
     };
@@ -229,7 +229,7 @@ fn carry_forward(
         if let Some(mut at) = start {
             budget -= decided.saturating_sub(at);
             while at < decided {
-                let batch = s.ls.record.read(at, (decided - at).min(2048) as usize)?;
+                let batch = s.ls.record().read(at, (decided - at).min(2048) as usize)?;
                 if batch.is_empty() {
                     break;
                 }
@@ -289,7 +289,7 @@ fn report(
         match &p.decision {
             Some(d) => {
                 days.entry(d.decided_at.chars().take(10).collect()).or_default().1 += 1;
-                if d.decision == "approved" {
+                if d.decision == livestate_api::proposal::ProposalStatus::Approved {
                     approved += 1;
                 } else {
                     rejected += 1;

@@ -51,9 +51,9 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use livestate_engine::{Barrier, EngineError, Livestate};
+use livestate_api::ErrorCode;
+use livestate_engine::{Barrier, BarrierRequest, Follow, Livestate};
 use livestate_lsm::Maintainer;
-use livestate_wire::ErrorCode;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -93,13 +93,6 @@ impl Default for ServeConfig {
     }
 }
 
-/// A consistency barrier asked of the derive loop.
-struct BarrierRequest {
-    tables: Vec<String>,
-    target: u64,
-    reply: oneshot::Sender<Result<Barrier, ApiError>>,
-}
-
 pub(crate) struct Shared {
     ls: Livestate,
     /// The record's next offset, raised after every append: wakes the derive loop and the
@@ -130,7 +123,7 @@ pub(crate) struct Shared {
 impl Shared {
     /// Raises the head after an append.
     fn appended(&self) {
-        self.head.send_replace(self.ls.record.next_offset());
+        self.head.send_replace(self.ls.record().next_offset());
     }
 
     /// Waits until the proposal store has applied the event at `offset`.
@@ -154,7 +147,7 @@ impl Shared {
             .send(BarrierRequest { tables, target, reply })
             .await
             .map_err(|_| ApiError::new(ErrorCode::Unavailable, "the server is stopping"))?;
-        answer.await.map_err(|_| ApiError::new(ErrorCode::Unavailable, "the server is stopping"))?
+        Ok(answer.await.map_err(|_| ApiError::new(ErrorCode::Unavailable, "the server is stopping"))??)
     }
 }
 
@@ -232,25 +225,25 @@ pub async fn serve_with(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
     let ls = Livestate::open(dir).await?;
-    let decisions_unsupported = proposals::check_spec(&ls.spec).err();
+    let decisions_unsupported = proposals::check_spec(ls.spec()).err();
     if let Some(why) = &decisions_unsupported {
         tracing::warn!("proposals are disabled: {why}");
     }
     for module in config.webhooks.keys() {
-        if !ls.spec.events.values().any(|e| &e.module == module) {
+        if !ls.spec().events.values().any(|e| &e.module == module) {
             return Err(ServerError::Config(format!("webhook for `{module}`: no event type of that module")));
         }
     }
     let mut derivers = ls.derivers().await?;
-    derivers.catch_up(&ls.record, &ls.spec, livestate_engine::CATCH_UP_COMMIT_EVENTS, &mut |_| {}).await?;
-    let store = Store::open(&ls.layout.boundary_dir())?;
-    while store.follow(&ls.record)? > 0 {}
+    ls.catch_up(&mut derivers, livestate_engine::CATCH_UP_COMMIT_EVENTS, &mut |_| {}).await?;
+    let store = Store::open(&ls.layout().boundary_dir())?;
+    while store.follow(ls.record())? > 0 {}
     let (followed_tx, followed) = watch::channel(store.through()?);
     let (stop_tx, stop_rx) = watch::channel(false);
-    let (head, _) = watch::channel(ls.record.next_offset());
+    let (head, _) = watch::channel(ls.record().next_offset());
     let (barriers, barrier_rx) = mpsc::channel(64);
     let principals =
-        Principals::new(config.principals.clone().unwrap_or_else(|| ls.layout.principals_file()));
+        Principals::new(config.principals.clone().unwrap_or_else(|| ls.layout().principals_file()));
     // Tags pin proposals' evidence on every table, also those another engine derives.
     let mut maintainers = derivers.maintainers();
     maintainers.extend(ls.external_maintainers().await?);
@@ -279,9 +272,12 @@ pub async fn serve_with(
     // for a barrier during the drain is still answered.
     let (derive_stop_tx, derive_stop_rx) = watch::channel(false);
     let derive_loop = tokio::spawn({
-        let looping = derive_loop(Arc::clone(&shared), derivers, barrier_rx, derive_stop_rx);
+        let s = Arc::clone(&shared);
+        let follow =
+            Follow { stop: derive_stop_rx, head: Some(s.head.subscribe()), barriers: Some(barrier_rx) };
+        let mut derivers = derivers;
         async move {
-            let r = looping.await;
+            let r = s.ls.follow(&mut derivers, follow).await;
             if let Err(e) = &r {
                 tracing::error!(error = %e, "derivation failed; the server stops");
                 let _ = derive_failed_tx.send(true);
@@ -437,62 +433,6 @@ async fn bounded_and_json(
     out
 }
 
-async fn derive_loop(
-    s: Arc<Shared>,
-    mut derivers: livestate_engine::Derivers,
-    mut barrier_rx: mpsc::Receiver<BarrierRequest>,
-    mut stop_rx: watch::Receiver<bool>,
-) -> Result<(), EngineError> {
-    let ls = &s.ls;
-    let mut head = s.head.subscribe();
-    let mut last_status = std::time::Instant::now();
-    let mut waiting: Option<BarrierRequest> = None;
-    // Receipts need the derivers' progress from the first request on: without a published
-    // status every read would load the status file from disk until the first step that moves
-    // or the first second passes (7.5 % of the server's CPU, a quarter of the read itself, in
-    // a profile of point reads right after a start).
-    ls.publish_status(derivers.status(&ls.record)?);
-    loop {
-        if *stop_rx.borrow() {
-            break;
-        }
-        let step = derivers.step(&ls.record, &ls.spec).await?;
-        let mut moved = step.events > 0 || step.commits > 0;
-        while let Some(req) = waiting.take().or_else(|| barrier_rx.try_recv().ok()) {
-            let answer = derivers.barrier(&ls.record, &ls.spec, &req.tables, req.target).await;
-            let _ = req.reply.send(answer.map_err(ApiError::from));
-            moved = true;
-        }
-        // Receipts in this process measure lag from what the loop publishes after each step that
-        // moved; other processes read the status file, written once a second.
-        let file_due = last_status.elapsed() >= Duration::from_secs(1);
-        if moved || file_due {
-            let status = derivers.status(&ls.record)?;
-            if file_due {
-                status.store(&ls.layout)?;
-                last_status = std::time::Instant::now();
-            }
-            ls.publish_status(status);
-        }
-        if step.events == 0 {
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-                _ = head.changed() => {}
-                _ = stop_rx.changed() => {}
-                req = barrier_rx.recv() => waiting = req,
-            }
-        }
-    }
-    barrier_rx.close();
-    // Everything recorded, up to the record's head, is derived and committed.
-    derivers.catch_up(&ls.record, &ls.spec, livestate_engine::CATCH_UP_COMMIT_EVENTS, &mut |_| {}).await?;
-    derivers.finish().await;
-    let status = derivers.status(&ls.record)?;
-    status.store(&ls.layout)?;
-    ls.publish_status(status);
-    Ok(())
-}
-
 async fn follow_loop(
     s: Arc<Shared>,
     followed: watch::Sender<u64>,
@@ -502,7 +442,7 @@ async fn follow_loop(
     loop {
         let stopping = *stop_rx.borrow();
         let shared = Arc::clone(&s);
-        let n = tokio::task::spawn_blocking(move || shared.store.follow(&shared.ls.record))
+        let n = tokio::task::spawn_blocking(move || shared.store.follow(shared.ls.record()))
             .await
             .map_err(|e| std::io::Error::other(e.to_string()))??;
         followed.send_replace(s.store.through()?);
@@ -522,18 +462,18 @@ async fn follow_loop(
 #[utoipa::path(get, path = "/v1/health", responses((status = 200, description = "The server is up; `stores` gives each embedded store's block cache and unflushed writes in bytes"),
     (status = 503, description = "The record refuses appends since a write failed: restart the server")))]
 async fn health(State(s): State<Arc<Shared>>) -> Response {
-    let next = s.ls.record.next_offset();
+    let next = s.ls.record().next_offset();
     // What each embedded store holds in memory: the part of the process's memory that caches
     // and unflushed writes account for (bounded by configuration, docs/guarantees.md).
     let memory = json!({
-        "record": s.ls.record.memory(),
-        "index": s.ls.index.memory(),
+        "record": s.ls.record().memory(),
+        "index": s.ls.index().memory(),
         "proposals": s.store.memory(),
     });
     let mut body = json!({
         "status": "ok", "record_next_offset": next, "stores": memory, "heap_live_bytes": heap::live_bytes(),
     });
-    match s.ls.record.refusing_appends() {
+    match s.ls.record().refusing_appends() {
         None => Json(body).into_response(),
         Some(e) => {
             body["status"] = json!("refusing_appends");

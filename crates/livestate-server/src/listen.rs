@@ -135,7 +135,7 @@ fn transient(e: &std::io::Error) -> bool {
 fn body_timed_out(limit: Duration) -> axum::response::Response {
     use axum::response::IntoResponse;
     let mut r = crate::error::ApiError::new(
-        livestate_wire::ErrorCode::RequestTimeout,
+        livestate_api::ErrorCode::RequestTimeout,
         format!("the request body did not arrive within {limit:?}"),
     )
     .into_response();

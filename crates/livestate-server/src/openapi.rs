@@ -44,6 +44,14 @@ use utoipa::{Modify, OpenApi};
         crate::proposals::ProposalList,
         crate::store::Decision,
         crate::store::OutboxItem,
+        livestate_api::proposal::Proposed,
+        livestate_api::proposal::PinnedTag,
+        livestate_api::proposal::Decided,
+        livestate_api::proposal::ProposalDoc,
+        livestate_api::proposal::Outbox,
+        livestate_api::proposal::RiskLevel,
+        livestate_api::proposal::ProposalStatus,
+        livestate_api::proposal::Verdict,
         crate::sheet::Sheet,
         crate::sheet::SheetInput,
         crate::sheet::SheetStep,
@@ -57,8 +65,8 @@ use utoipa::{Modify, OpenApi};
         crate::history::Day,
         crate::history::Spread,
         crate::history::InputHistory,
-        livestate_wire::ErrorBody,
-        livestate_wire::ErrorCode,
+        livestate_api::ErrorBody,
+        livestate_api::ErrorCode,
     )),
     modifiers(&BearerToken, &ErrorAnswers)
 )]
@@ -77,7 +85,7 @@ impl Modify for BearerToken {
 }
 
 /// Every error answer is the same JSON object, `{"code": "…", "message": "…", "retryable": …}`
-/// (`livestate_wire::ErrorBody`, the schema `Error`); this documents it on every
+/// (`livestate_api::ErrorBody`, the schema `Error`); this documents it on every
 /// operation, with the statuses every operation can answer whatever its handler does: 400 for
 /// a parameter or body that does not fit, 401/403/429 where a token is needed, 408/413 for a
 /// request body (too slow, too large), 500, and 503/507 where events are recorded.

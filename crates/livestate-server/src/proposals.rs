@@ -16,7 +16,6 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use livestate_engine::At;
 use livestate_spec::{CompanySpec, Event, EventEnvelope, ValueType};
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::auth::{Permission, DECISIONS_MODULE};
@@ -24,7 +23,7 @@ use crate::error::{parse_body, ApiError};
 use crate::reads::{key_text, query_param, read_rows};
 use crate::store::{ProposalEntry, PROPOSAL_CREATED, PROPOSAL_DECIDED};
 use crate::{Caller, Shared};
-use livestate_wire::ErrorCode;
+use livestate_api::ErrorCode;
 
 /// The fields the two decisions events must declare (all strings; `reason` may be optional).
 const CREATED_FIELDS: [&str; 7] =
@@ -51,89 +50,10 @@ pub(crate) fn check_spec(spec: &CompanySpec) -> Result<(), String> {
     Ok(())
 }
 
-/// A cited source: a snapshot of a table the agent read, and the keys or rows it used.
-#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Source {
-    pub table: String,
-    /// The receipt's snapshot.
-    pub snapshot_id: i64,
-    /// The receipt's record offset.
-    #[serde(default)]
-    pub offset: Option<u64>,
-    /// The receipt's lag when the agent read it.
-    #[serde(default)]
-    pub lag_ms: Option<u64>,
-    /// The receipt's commit time.
-    #[serde(default)]
-    pub committed_at: Option<String>,
-    /// `column: value` filters the agent read by.
-    #[serde(default)]
-    #[schema(value_type = Vec<Object>)]
-    pub keys: Vec<Map<String, Value>>,
-    /// Rows (or some of their columns, key columns included) the agent used: each must be what
-    /// the snapshot holds.
-    #[serde(default)]
-    #[schema(value_type = Vec<Object>)]
-    pub rows: Vec<Map<String, Value>>,
-    /// Set by the server: the tag that pins the snapshot (refused from agents).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tag: Option<String>,
-}
-
-/// The rule an agent applied.
-#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Rule {
-    pub name: String,
-    pub version: String,
-    #[serde(default)]
-    #[schema(value_type = Object)]
-    pub parameters: Map<String, Value>,
-    /// The rule in words.
-    pub text: String,
-}
-
-/// How risky the agent judges the action.
-#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Risk {
-    /// `low`, `medium` or `high`.
-    pub level: String,
-    #[serde(default)]
-    pub reasons: Vec<String>,
-}
-
-/// What an agent proposes.
-#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NewProposal {
-    /// What kind of action, e.g. `replenishment_order`.
-    pub kind: String,
-    /// The module that carries the action out once approved.
-    pub module: String,
-    /// One line for the inbox.
-    pub summary: String,
-    /// The drafted action.
-    #[schema(value_type = Object)]
-    pub action: Map<String, Value>,
-    pub sources: Vec<Source>,
-    pub rule: Rule,
-    pub risk: Risk,
-    /// The same key from the same agent names the same proposal: a retried request makes
-    /// no second one.
-    #[serde(default)]
-    pub idempotency_key: Option<String>,
-}
-
-/// A person's decision.
-#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NewDecision {
-    /// `approve` or `reject`.
-    pub decision: String,
-    pub reason: String,
-}
+pub use livestate_api::proposal::{
+    Decided, NewDecision, NewProposal, Outbox, PinnedTag, ProposalDoc, ProposalList, ProposalStatus,
+    Proposed, Risk, Rule, Source,
+};
 
 fn valid_name(s: &str) -> bool {
     !s.is_empty() && s.len() <= 64 && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -169,9 +89,6 @@ fn check_proposal(spec: &CompanySpec, p: &NewProposal) -> Result<(), ApiError> {
     check_text("rule.name", &p.rule.name, 100)?;
     check_text("rule.version", &p.rule.version, 40)?;
     check_text("rule.text", &p.rule.text, 4000)?;
-    if !["low", "medium", "high"].contains(&p.risk.level.as_str()) {
-        return Err(bad(format!("risk.level `{}`: expected low, medium or high", p.risk.level)));
-    }
     if p.risk.reasons.len() > 20 {
         return Err(bad("risk.reasons: at most 20".into()));
     }
@@ -198,7 +115,7 @@ async fn rows_for(
     source: &Source,
     at: At,
 ) -> Result<(Vec<Value>, livestate_engine::Receipt), ApiError> {
-    let ts = s.ls.spec.table(&source.table).expect("checked");
+    let ts = s.ls.spec().table(&source.table).expect("checked");
     let mut lookups: Vec<Vec<(String, String)>> =
         source.keys.iter().map(|k| k.iter().map(|(c, v)| (c.clone(), key_text(v))).collect()).collect();
     for (j, row) in source.rows.iter().enumerate() {
@@ -265,17 +182,12 @@ fn now_text() -> String {
 /// proposal store has applied it. Returns its offset.
 async fn record(s: &Arc<Shared>, id: String, ty: &str, data: Map<String, Value>) -> Result<u64, ApiError> {
     let env = EventEnvelope { id, event_type: ty.into(), occurred_at: now_text(), data, causation: None };
-    let line = serde_json::to_string(&env).map_err(ApiError::internal)?;
     let shared = Arc::clone(s);
-    let report = tokio::task::spawn_blocking(move || shared.ls.emit(&line, false).map_err(ApiError::from))
+    let appended = tokio::task::spawn_blocking(move || shared.ls.emit_envelope(env).map_err(ApiError::from))
         .await
         .map_err(ApiError::internal)??;
     s.appended();
-    let offset = report
-        .appended
-        .first()
-        .map(|(_, a)| a.offset)
-        .ok_or_else(|| ApiError::internal("nothing appended"))?;
+    let offset = appended.offset;
     s.followed(offset).await?;
     Ok(offset)
 }
@@ -307,19 +219,19 @@ pub(crate) async fn create(
     if let Some(existing) = s.store.get(&proposal_id(&agent, p.idempotency_key.as_deref()))? {
         return retried(&s, &p, &existing);
     }
-    check_proposal(&s.ls.spec, &p)?;
-    crate::sheet::check_inputs(&s.ls.spec, &p)?;
+    check_proposal(s.ls.spec(), &p)?;
+    crate::sheet::check_inputs(s.ls.spec(), &p)?;
     for (i, src) in p.sources.iter().enumerate() {
         if src.tag.is_some() {
             return Err(ApiError::bad_request(format!(
                 "sources[{i}].tag: the server names the tag that pins a source; leave it out"
             )));
         }
-        if s.ls.spec.table(&src.table).is_none() {
+        if s.ls.spec().table(&src.table).is_none() {
             return Err(ApiError::bad_request(format!(
                 "sources[{i}].table: no table `{}` (tables: {})",
                 src.table,
-                s.ls.spec.tables.keys().cloned().collect::<Vec<_>>().join(", ")
+                s.ls.spec().tables.keys().cloned().collect::<Vec<_>>().join(", ")
             )));
         }
     }
@@ -329,7 +241,7 @@ pub(crate) async fn create(
             .await
             .map_err(|e| ApiError::new(e.code, format!("sources[{i}]: {}", e.message)))?;
         if let Some(&j) = unmatched(&src.rows, &found).first() {
-            let ts = s.ls.spec.table(&src.table).expect("checked");
+            let ts = s.ls.spec().table(&src.table).expect("checked");
             let cited = &src.rows[j];
             let same_key = found.iter().find(|f| ts.primary_key.iter().all(|k| f.get(k) == cited.get(k)));
             let holds = match same_key {
@@ -364,7 +276,7 @@ pub(crate) async fn create(
                 return Err(ApiError::bad_request(format!("sources[{i}]: {e}")));
             }
             pinned.push((table.clone(), tag.clone()));
-            tags.push(json!({"table": table, "snapshot_id": snapshot, "tag": tag}));
+            tags.push(PinnedTag { table: table.clone(), snapshot_id: snapshot, tag: tag.clone() });
         }
         p.sources[i].tag = Some(tag);
     }
@@ -382,7 +294,7 @@ pub(crate) async fn create(
         ("agent", agent.clone()),
         ("module", p.module.clone()),
         ("summary", p.summary.clone()),
-        ("risk_level", p.risk.level.clone()),
+        ("risk_level", p.risk.level.as_str().to_string()),
         ("document", document.to_string()),
     ] {
         data.insert(k.into(), Value::String(v));
@@ -396,8 +308,8 @@ pub(crate) async fn create(
             return Err(e);
         }
     };
-    Ok((StatusCode::CREATED, Json(json!({"id": id, "status": "pending", "offset": offset, "tags": tags})))
-        .into_response())
+    let answer = Proposed { id, status: ProposalStatus::Pending, offset, tags: Some(tags), duplicate: false };
+    Ok((StatusCode::CREATED, Json(answer)).into_response())
 }
 
 /// The answer to a proposal sent with an idempotency key already used: the proposal it made
@@ -431,17 +343,20 @@ fn retried(s: &Shared, p: &NewProposal, existing: &ProposalEntry) -> Result<Resp
 
 /// The answer to a proposal sent again with the same idempotency key.
 fn duplicate(id: &str, existing: &ProposalEntry) -> Response {
-    (
-        StatusCode::OK,
-        Json(json!({"id": id, "status": existing.status, "offset": existing.created_offset, "duplicate": true})),
-    )
-        .into_response()
+    let answer = Proposed {
+        id: id.to_string(),
+        status: existing.status,
+        offset: existing.created_offset,
+        tags: None,
+        duplicate: true,
+    };
+    (StatusCode::OK, Json(answer)).into_response()
 }
 
 /// The proposal's whole document, from its creating event in the record.
 pub(crate) fn document(s: &Shared, p: &ProposalEntry) -> Result<Value, ApiError> {
     let ev =
-        s.ls.record
+        s.ls.record()
             .get(p.created_offset)?
             .ok_or_else(|| ApiError::internal("the proposal's event is missing from the record"))?;
     let text = ev.data.get("document").and_then(Value::as_str).unwrap_or("{}");
@@ -452,13 +367,6 @@ pub(crate) fn find(s: &Shared, id: &str) -> Result<ProposalEntry, ApiError> {
     s.store.get(id)?.ok_or_else(|| ApiError::not_found(format!("no proposal `{id}`")))
 }
 
-/// The answer of `GET /v1/proposals`.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub(crate) struct ProposalList {
-    /// Newest first.
-    pub proposals: Vec<ProposalEntry>,
-}
-
 #[utoipa::path(get, path = "/v1/proposals", security(("token" = [])),
     params(("status" = Option<String>, Query, description = "pending, approved or rejected"), ("limit" = Option<usize>, Query)),
     responses((status = 200, description = "Proposals, newest first", body = ProposalList)))]
@@ -466,16 +374,12 @@ pub(crate) async fn list(
     State(s): State<Arc<Shared>>,
     caller: Caller,
     Query(params): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ProposalList>, ApiError> {
     caller.require(Permission::Read)?;
     let param = |name: &str| query_param(&params, name);
     let status = param("status");
     if let Some(st) = status {
-        if !["pending", "approved", "rejected"].contains(&st) {
-            return Err(ApiError::bad_request(format!(
-                "status `{st}`: expected pending, approved or rejected"
-            )));
-        }
+        ProposalStatus::parse(st).map_err(ApiError::bad_request)?;
     }
     let limit = match param("limit") {
         None => 100,
@@ -483,35 +387,32 @@ pub(crate) async fn list(
             l.parse().map_err(|_| ApiError::bad_request(format!("limit `{l}` is not a whole number")))?
         }
     };
-    Ok(Json(
-        serde_json::to_value(ProposalList { proposals: s.store.list(status, limit)? })
-            .map_err(ApiError::internal)?,
-    ))
+    Ok(Json(ProposalList { proposals: s.store.list(status, limit)? }))
 }
 
 #[utoipa::path(get, path = "/v1/proposals/{id}", security(("token" = [])), params(("id" = String, Path)),
-    responses((status = 200, description = "Status, decision and the whole proposal document"), (status = 404, description = "Unknown proposal")))]
+    responses((status = 200, description = "Status, decision and the whole proposal document", body = ProposalDoc), (status = 404, description = "Unknown proposal")))]
 pub(crate) async fn get(
     State(s): State<Arc<Shared>>,
     caller: Caller,
     UrlPath(id): UrlPath<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ProposalDoc>, ApiError> {
     caller.require(Permission::Read)?;
-    let p = find(&s, &id)?;
-    let doc = document(&s, &p)?;
-    Ok(Json(json!({"proposal": p, "document": doc})))
+    let proposal = find(&s, &id)?;
+    let document = document(&s, &proposal)?;
+    Ok(Json(ProposalDoc { proposal, document }))
 }
 
 #[utoipa::path(post, path = "/v1/proposals/{id}/decision", security(("token" = [])), params(("id" = String, Path)),
     request_body = NewDecision,
-    responses((status = 200, description = "Recorded"), (status = 403, description = "Not a person deciding for this module"),
+    responses((status = 200, description = "Recorded", body = Decided), (status = 403, description = "Not a person deciding for this module"),
         (status = 404, description = "Unknown proposal"), (status = 409, description = "Already decided")))]
 pub(crate) async fn decide(
     State(s): State<Arc<Shared>>,
     caller: Caller,
     UrlPath(id): UrlPath<String>,
     body: axum::body::Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Decided>, ApiError> {
     let d: NewDecision = parse_body(&body)?;
     decide_as(&s, &caller, &id, &d).await.map(Json)
 }
@@ -525,16 +426,10 @@ pub(crate) async fn decide_as(
     caller: &Caller,
     id: &str,
     d: &NewDecision,
-) -> Result<Value, ApiError> {
+) -> Result<Decided, ApiError> {
     caller.require(Permission::Read)?;
     enabled(s)?;
-    let decision = match d.decision.as_str() {
-        "approve" => "approved",
-        "reject" => "rejected",
-        other => {
-            return Err(ApiError::bad_request(format!("decision `{other}`: expected approve or reject")))
-        }
-    };
+    let decision = d.decision.status();
     check_text("reason", &d.reason, 2000)?;
     let _one_at_a_time = s.deciding.lock().await;
     let p = find(s, id)?;
@@ -552,26 +447,26 @@ pub(crate) async fn decide_as(
         ("agent", p.agent.clone()),
         ("module", p.module.clone()),
         ("summary", p.summary.clone()),
-        ("risk_level", p.risk_level.clone()),
-        ("decision", decision.to_string()),
+        ("risk_level", p.risk_level.as_str().to_string()),
+        ("decision", decision.as_str().to_string()),
         ("decided_by", caller.0.name.clone()),
         ("reason", d.reason.clone()),
     ] {
         data.insert(k.into(), Value::String(v));
     }
     let offset = record(s, format!("decisions/decided/{id}"), PROPOSAL_DECIDED, data).await?;
-    Ok(json!({"id": id, "status": decision, "decided_by": caller.0.name, "offset": offset}))
+    Ok(Decided { id: id.to_string(), status: decision, decided_by: caller.0.name.clone(), offset })
 }
 
 #[utoipa::path(get, path = "/v1/outbox/{module}", security(("token" = [])),
     params(("module" = String, Path), ("after" = Option<u64>, Query, description = "The last cursor handled (0 for the start)"), ("limit" = Option<usize>, Query)),
-    responses((status = 200, description = "Approved proposals for the module after the cursor, oldest first"), (status = 403, description = "Not this module (or an administrator)")))]
+    responses((status = 200, description = "Approved proposals for the module after the cursor, oldest first", body = Outbox), (status = 403, description = "Not this module (or an administrator)")))]
 pub(crate) async fn outbox(
     State(s): State<Arc<Shared>>,
     caller: Caller,
     UrlPath(module): UrlPath<String>,
     Query(params): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Outbox>, ApiError> {
     caller.require(Permission::Outbox(module.clone()))?;
     let param = |name: &str| query_param(&params, name);
     let number = |name: &str, default: u64| -> Result<u64, ApiError> {
@@ -581,7 +476,7 @@ pub(crate) async fn outbox(
     };
     let items = s.store.outbox(&module, number("after", 0)?, number("limit", 100)? as usize)?;
     let next = items.last().map_or(number("after", 0)?, |i| i.cursor);
-    Ok(Json(json!({"module": module, "items": items, "next_after": next})))
+    Ok(Json(Outbox { module, items, next_after: next }))
 }
 
 #[utoipa::path(get, path = "/v1/proposals/{id}/audit", security(("token" = [])), params(("id" = String, Path)),
@@ -625,7 +520,7 @@ pub(crate) async fn audit_of(s: &Arc<Shared>, id: &str) -> Result<Value, ApiErro
             "receipt_at_tag": receipt,
             "cited_rows_identical": missing.is_empty(),
         }));
-        let ts = s.ls.spec.table(&src.table).expect("a cited table exists");
+        let ts = s.ls.spec().table(&src.table).expect("a cited table exists");
         for r in &rows {
             let key: Map<String, Value> = ts
                 .primary_key
@@ -637,7 +532,7 @@ pub(crate) async fn audit_of(s: &Arc<Shared>, id: &str) -> Result<Value, ApiErro
     }
     let mut caused = Vec::new();
     for offset in s.store.caused(&id)? {
-        let Some(ev) = s.ls.record.get(offset)? else { continue };
+        let Some(ev) = s.ls.record().get(offset)? else { continue };
         for (table, key) in touched_keys(&s, &ev) {
             followed_keys.insert((table, key));
         }
@@ -671,15 +566,15 @@ fn touched_keys(s: &Shared, ev: &livestate_record::RecordedEvent) -> Vec<(String
         data: ev.data.clone(),
         causation: ev.causation.clone(),
     };
-    let Ok(event) = Event::decode(env, &s.ls.spec) else { return Vec::new() };
-    let index = &s.ls.index;
+    let Ok(event) = Event::decode(env, s.ls.spec()) else { return Vec::new() };
+    let index = s.ls.index();
     let fetch = |table: &str, key: &[livestate_spec::Value]| {
         index.get(table, &livestate_engine::index::key_bytes(key.iter())).ok().flatten()
     };
-    let Ok(ops) = event.row_ops_with(&s.ls.spec, ev.offset, &fetch) else { return Vec::new() };
+    let Ok(ops) = event.row_ops_with(s.ls.spec(), ev.offset, &fetch) else { return Vec::new() };
     ops.into_iter()
         .filter_map(|op| {
-            let ts = s.ls.spec.table(&op.table)?;
+            let ts = s.ls.spec().table(&op.table)?;
             let key: Map<String, Value> = ts
                 .primary_key
                 .iter()

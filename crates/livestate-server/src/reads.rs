@@ -43,19 +43,19 @@ pub(crate) async fn read_rows(
     limit: Option<usize>,
     at: At,
 ) -> Result<Rows, ApiError> {
-    let ts = livestate_engine::read::table_spec(&s.ls.spec, table)?;
+    let ts = livestate_engine::read::table_spec(s.ls.spec(), table)?;
     let condition = match condition {
         Some(c) => Some(parse_where(ts, c)?),
         None => None,
     };
     let req = ReadRequest { table: table.to_string(), keys, at };
     let mut rows = read_where(
-        &s.ls.catalog,
-        &s.ls.spec,
+        s.ls.catalog(),
+        s.ls.spec(),
         &req,
         condition.as_ref(),
         &s.ls.lag_source(),
-        Some(&s.ls.index),
+        Some(s.ls.index()),
     )
     .await?;
     rows.select(None, Some(limit.unwrap_or(DEFAULT_LIMIT)))?;
@@ -72,7 +72,7 @@ pub(crate) fn rows_json(rows: &Rows) -> Value {
 pub(crate) async fn tables(State(s): State<Arc<Shared>>, caller: Caller) -> Result<Json<Value>, ApiError> {
     caller.require(Permission::Read)?;
     let infos =
-        livestate_engine::read::tables(&s.ls.catalog, &s.ls.spec, &s.ls.lag_source(), Some(&s.maintainers))
+        livestate_engine::read::tables(s.ls.catalog(), s.ls.spec(), &s.ls.lag_source(), Some(&s.maintainers))
             .await?;
     Ok(Json(serde_json::to_value(infos).map_err(ApiError::internal)?))
 }
@@ -100,10 +100,10 @@ pub(crate) async fn quarantine(
     caller.require(Permission::Read)?;
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     if let Some(t) = &q.table {
-        livestate_engine::read::table_spec(&s.ls.spec, t)?;
+        livestate_engine::read::table_spec(s.ls.spec(), t)?;
     }
     let limit = q.limit.unwrap_or(100).clamp(1, 10_000);
-    let layout = s.ls.layout.clone();
+    let layout = s.ls.layout().clone();
     let entries = tokio::task::spawn_blocking(move || {
         livestate_engine::quarantine::entries(&layout, q.table.as_deref(), limit).map_err(ApiError::from)
     })
@@ -193,7 +193,7 @@ pub(crate) async fn consistent(
         return Err(ApiError::bad_request(format!("`tables` must name 1 to {MAX_READS} tables")));
     }
     for t in &req.tables {
-        if !livestate_engine::read::table_spec(&s.ls.spec, &t.table)?.derived_here() {
+        if !livestate_engine::read::table_spec(s.ls.spec(), &t.table)?.derived_here() {
             return Err(ApiError::bad_request(format!(
                 "table `{}` is derived_by = \"external\": another engine commits it at its own \
                  checkpoints, not at record offsets, so it cannot be read as of one offset; read it \
@@ -206,7 +206,7 @@ pub(crate) async fn consistent(
     names.sort();
     names.dedup();
     // Everything recorded before this request is in the read (read-your-writes).
-    let barrier = s.barrier(names, s.ls.record.next_offset()).await?;
+    let barrier = s.barrier(names, s.ls.record().next_offset()).await?;
     let mut results = Vec::new();
     for t in &req.tables {
         let snapshot = barrier.snapshots.iter().find(|(n, _)| n == &t.table).and_then(|(_, id)| *id);
@@ -238,10 +238,10 @@ fn consumer_of(caller: &Caller, consumer: Option<&str>) -> Result<String, ApiErr
 }
 
 fn known_trigger(s: &Shared, trigger: &str) -> Result<(), ApiError> {
-    if s.ls.spec.triggers.contains_key(trigger) {
+    if s.ls.spec().triggers.contains_key(trigger) {
         return Ok(());
     }
-    let known = s.ls.spec.triggers.keys().cloned().collect();
+    let known = s.ls.spec().triggers.keys().cloned().collect();
     Err(EngineError::UnknownTrigger { name: trigger.into(), known }.into())
 }
 
@@ -261,10 +261,10 @@ pub(crate) async fn firings(
     let consumer = consumer_of(&caller, param("consumer"))?;
     let limit = param("limit").map(parse_limit).transpose()?.unwrap_or(1000);
     let ack = param("ack") != Some("false");
-    let firings = s.ls.index.pending(&trigger, &consumer, limit)?;
+    let firings = s.ls.index().pending(&trigger, &consumer, limit)?;
     if ack {
         if let Some(last) = firings.last() {
-            s.ls.index.ack(&trigger, &consumer, last.seq)?;
+            s.ls.index().ack(&trigger, &consumer, last.seq)?;
         }
     }
     Ok(Json(json!({ "consumer": consumer, "firings": firings })))
@@ -292,7 +292,7 @@ pub(crate) async fn stream(
             if *stopping.borrow() {
                 return;
             }
-            let batch = match s.ls.index.pending(&trigger, &consumer, 256) {
+            let batch = match s.ls.index().pending(&trigger, &consumer, 256) {
                 Ok(b) => b,
                 Err(e) => {
                     let _ = tx.send(Ok(Event::default().event("error").data(e.to_string()))).await;
@@ -304,7 +304,8 @@ pub(crate) async fn stream(
                 let event = Event::default().event("firing").id(f.seq.to_string()).data(data);
                 // Handed to the connection: acknowledged. A closed connection stops here, and the
                 // firing stays pending for the consumer's next connection.
-                if tx.send(Ok(event)).await.is_err() || s.ls.index.ack(&trigger, &consumer, f.seq).is_err() {
+                if tx.send(Ok(event)).await.is_err() || s.ls.index().ack(&trigger, &consumer, f.seq).is_err()
+                {
                     return;
                 }
             }
@@ -330,7 +331,7 @@ fn label(v: &str) -> String {
 pub(crate) async fn metrics(State(s): State<Arc<Shared>>, caller: Caller) -> Result<Response, ApiError> {
     caller.require(Permission::Read)?;
     let infos =
-        livestate_engine::read::tables(&s.ls.catalog, &s.ls.spec, &s.ls.lag_source(), Some(&s.maintainers))
+        livestate_engine::read::tables(s.ls.catalog(), s.ls.spec(), &s.ls.lag_source(), Some(&s.maintainers))
             .await?;
     let now = chrono::Utc::now();
     let mut out = String::new();
@@ -350,7 +351,7 @@ pub(crate) async fn metrics(State(s): State<Arc<Shared>>, caller: Caller) -> Res
         "livestate_table_freshness_budget_seconds",
         "How stale the table may be (its freshness budget; for nightly tables, the time allowed right now).",
         "gauge",
-        per_table(&|i| s.ls.spec.table(&i.name).map(|ts| ts.freshness.allowed_lag(now).as_secs_f64())),
+        per_table(&|i| s.ls.spec().table(&i.name).map(|ts| ts.freshness.allowed_lag(now).as_secs_f64())),
     );
     family(
         "livestate_table_lag_seconds",
@@ -439,7 +440,7 @@ pub(crate) async fn metrics(State(s): State<Arc<Shared>>, caller: Caller) -> Res
         "livestate_record_next_offset",
         "The offset the next recorded event gets (events recorded so far).",
         "counter",
-        vec![(String::new(), s.ls.record.next_offset() as f64)],
+        vec![(String::new(), s.ls.record().next_offset() as f64)],
     );
     family(
         "livestate_sql_queries_running",
@@ -468,7 +469,7 @@ pub(crate) async fn schema(
     UrlPath(table): UrlPath<String>,
 ) -> Result<Json<Value>, ApiError> {
     caller.require(Permission::Read)?;
-    let ts = livestate_engine::read::table_spec(&s.ls.spec, &table)?;
+    let ts = livestate_engine::read::table_spec(s.ls.spec(), &table)?;
     let columns: Vec<Value> = ts
         .columns
         .iter()
@@ -529,7 +530,7 @@ pub(crate) async fn sql(
     let rows = req.limit.unwrap_or(queries.limits().rows).clamp(1, SQL_MAX_ROWS);
     // Dropping this future (the client went away) aborts the query's work.
     let answer =
-        queries.run(&caller.0.name, &s.ls.catalog, &s.ls.spec, &s.ls.lag_source(), &req.query, rows).await;
+        queries.run(&caller.0.name, s.ls.catalog(), s.ls.spec(), &s.ls.lag_source(), &req.query, rows).await;
     match answer {
         Ok(answer) => Ok(Json(serde_json::to_value(answer).map_err(ApiError::internal)?).into_response()),
         Err(e) => Ok(sql_error(e)),

@@ -24,7 +24,7 @@ use crate::proposals::{document, find, NewProposal, Source};
 use crate::reads::{key_text, read_rows};
 use crate::{Caller, Shared};
 
-pub use livestate_wire::sheet::{Instant, Sheet, SheetInput, SheetStep, Verdict};
+pub use livestate_api::sheet::{Instant, Sheet, SheetInput, SheetStep, Verdict};
 
 /// The declared decision kind named `kind`, if any.
 fn declared<'a>(spec: &'a CompanySpec, kind: &str) -> Option<&'a DecisionKind> {
@@ -126,7 +126,7 @@ pub(crate) fn lag_at_proposal(
     if offset >= proposed {
         return Ok(Some(0));
     }
-    let record = &s.ls.record;
+    let record = s.ls.record();
     let (Some(first), Some(proposal)) = (record.recorded_at_ms(offset)?, record.recorded_at_ms(proposed)?)
     else {
         return Ok(None);
@@ -158,10 +158,10 @@ pub(crate) fn instant(
     }
     let mut at = from;
     while at < to {
-        let batch = s.ls.record.read(at, (to - at).min(2048) as usize)?;
+        let batch = s.ls.record().read(at, (to - at).min(2048) as usize)?;
         let Some(last) = batch.last() else { break };
         for ev in batch.iter().filter(|e| e.offset < to) {
-            if s.ls.spec.mappings_for(&ev.event_type).any(|m| m.table == table) {
+            if s.ls.spec().mappings_for(&ev.event_type).any(|m| m.table == table) {
                 return Ok(Some(from));
             }
         }
@@ -190,7 +190,7 @@ pub(crate) async fn instant_off_worker(
 /// Milliseconds between the recording of the events at offsets `a` and `b` (`b` > `a`; 0 when
 /// one is not recorded).
 fn recorded_between(s: &Shared, a: u64, b: u64) -> Result<i64, ApiError> {
-    let at = |o: u64| -> Result<Option<i64>, ApiError> { Ok(s.ls.record.recorded_at_ms(o)?) };
+    let at = |o: u64| -> Result<Option<i64>, ApiError> { Ok(s.ls.record().recorded_at_ms(o)?) };
     Ok(match (at(a)?, at(b.saturating_sub(1).max(a))?) {
         (Some(x), Some(y)) => y - x,
         _ => 0,
@@ -222,11 +222,11 @@ pub(crate) async fn sheet(
 /// 404 for an unknown proposal or an undeclared kind; read errors.
 pub(crate) async fn sheet_of(s: &Arc<Shared>, id: &str) -> Result<Sheet, ApiError> {
     let p = find(s, id)?;
-    let Some(kind) = declared(&s.ls.spec, &p.kind) else {
+    let Some(kind) = declared(s.ls.spec(), &p.kind) else {
         return Err(ApiError::not_found(format!(
             "proposal `{id}` is of kind `{}`, which the spec does not declare: it has no sheet (declared: {})",
             p.kind,
-            s.ls.spec.decisions.keys().cloned().collect::<Vec<_>>().join(", ")
+            s.ls.spec().decisions.keys().cloned().collect::<Vec<_>>().join(", ")
         )));
     };
     let doc = document(s, &p)?;
@@ -250,7 +250,7 @@ pub(crate) async fn sheet_of(s: &Arc<Shared>, id: &str) -> Result<Sheet, ApiErro
             ))
         };
         let key = kind.input_key(input, &action).map_err(|_| not_cited())?;
-        let i = citing(&s.ls.spec, &sources, input, &key).ok_or_else(not_cited)?;
+        let i = citing(s.ls.spec(), &sources, input, &key).ok_or_else(not_cited)?;
         let src = &sources[i];
         let tag = src.tag.clone().unwrap_or_default();
         let filters: Vec<(String, String)> =
@@ -322,7 +322,7 @@ pub(crate) async fn sheet_of(s: &Arc<Shared>, id: &str) -> Result<Sheet, ApiErro
         description: kind.description.clone(),
         module: p.module.clone(),
         agent: p.agent.clone(),
-        status: p.status.clone(),
+        status: p.status,
         created_at: p.created_at.clone(),
         summary,
         agent_summary,
@@ -462,5 +462,5 @@ pub(crate) fn kind_list(spec: &CompanySpec) -> KindList {
     responses((status = 200, description = "The declared decision kinds: each one's module, action fields, inputs (table, column, key, need), rule and summary template", body = KindList)))]
 pub(crate) async fn kinds(State(s): State<Arc<Shared>>, caller: Caller) -> Result<Json<KindList>, ApiError> {
     caller.require(Permission::Read)?;
-    Ok(Json(kind_list(&s.ls.spec)))
+    Ok(Json(kind_list(s.ls.spec())))
 }

@@ -11,10 +11,11 @@
 use std::path::Path;
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use livestate_api::proposal::ProposalStatus;
+use livestate_api::ErrorKind;
 use livestate_engine::RecordError;
-use livestate_record::{Record, RecordedEvent};
-use livestate_wire::ErrorKind;
-use serde::{Deserialize, Serialize};
+use livestate_engine::RecordView;
+use livestate_record::RecordedEvent;
 
 /// Events read per follower batch.
 const FOLLOW_CHUNK: usize = 4096;
@@ -48,51 +49,7 @@ impl StoreError {
     }
 }
 
-/// A decision on a proposal.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Decision {
-    /// `approved` or `rejected`.
-    pub decision: String,
-    pub decided_by: String,
-    pub decided_at: String,
-    pub reason: Option<String>,
-    /// Offset of the `decisions.proposal_decided` event.
-    pub offset: u64,
-}
-
-/// A proposal as the store keeps it (the full document stays in the record).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct ProposalEntry {
-    pub id: String,
-    pub kind: String,
-    pub agent: String,
-    pub module: String,
-    pub summary: String,
-    pub risk_level: String,
-    /// `pending`, `approved` or `rejected`.
-    pub status: String,
-    pub created_at: String,
-    /// Offset of the `decisions.proposal_created` event.
-    pub created_offset: u64,
-    pub decision: Option<Decision>,
-}
-
-/// An approved proposal waiting in its module's outbox.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct OutboxItem {
-    /// The cursor: offset of the approving decision. Pass it as `after` to get what follows.
-    pub cursor: u64,
-    pub proposal_id: String,
-    pub kind: String,
-    pub module: String,
-    pub summary: String,
-    /// The drafted action, as the agent proposed it.
-    #[schema(value_type = Object)]
-    pub action: serde_json::Value,
-    pub decided_by: String,
-    pub decided_at: String,
-    pub reason: Option<String>,
-}
+pub use livestate_api::proposal::{Decision, OutboxItem, ProposalEntry};
 
 /// The store.
 pub struct Store {
@@ -119,6 +76,15 @@ fn pair(a: &str, n: u64) -> Vec<u8> {
 
 fn tail_u64(k: &[u8]) -> u64 {
     u64::from_be_bytes(k[k.len() - 8..].try_into().expect("8-byte suffix"))
+}
+
+/// A string field of a decisions event that is one of a set of words (a status, a risk level).
+fn word<T: serde::de::DeserializeOwned>(ev: &RecordedEvent, field: &str) -> Result<T, StoreError> {
+    let t = text(ev, field)?;
+    serde_json::from_value(serde_json::Value::String(t.clone())).map_err(|e| StoreError::Event {
+        offset: ev.offset,
+        message: format!("field `{field}` = `{t}`: {e}"),
+    })
 }
 
 fn text(ev: &RecordedEvent, field: &str) -> Result<String, StoreError> {
@@ -170,7 +136,7 @@ impl Store {
     ///
     /// # Errors
     /// Record or store errors, or a decisions event without its fields.
-    pub fn follow(&self, record: &Record) -> Result<usize, StoreError> {
+    pub fn follow(&self, record: RecordView<'_>) -> Result<usize, StoreError> {
         let from = self.through()?;
         let events = record.read(from, FOLLOW_CHUNK)?;
         let Some(last) = events.last().map(|e| e.offset) else { return Ok(0) };
@@ -186,8 +152,8 @@ impl Store {
                         agent: text(ev, "agent")?,
                         module: text(ev, "module")?,
                         summary: text(ev, "summary")?,
-                        risk_level: text(ev, "risk_level")?,
-                        status: "pending".into(),
+                        risk_level: word(ev, "risk_level")?,
+                        status: ProposalStatus::Pending,
                         created_at: ev.occurred_at.clone(),
                         created_offset: ev.offset,
                         decision: None,
@@ -209,20 +175,20 @@ impl Store {
                         touched.insert(id, p);
                         continue;
                     }
-                    let decision = text(ev, "decision")?;
+                    let decision: ProposalStatus = word(ev, "decision")?;
                     let reason = match ev.data.get("reason") {
                         Some(serde_json::Value::String(s)) => Some(s.clone()),
                         _ => None,
                     };
                     let d = Decision {
-                        decision: decision.clone(),
+                        decision,
                         decided_by: text(ev, "decided_by")?,
                         decided_at: ev.occurred_at.clone(),
                         reason,
                         offset: ev.offset,
                     };
-                    p.status = decision.clone();
-                    if decision == "approved" {
+                    p.status = decision;
+                    if decision == ProposalStatus::Approved {
                         let action = self.action_of(record, p.created_offset)?;
                         let item = OutboxItem {
                             cursor: ev.offset,
@@ -261,7 +227,11 @@ impl Store {
         Ok(events.len())
     }
 
-    fn action_of(&self, record: &Record, created_offset: u64) -> Result<serde_json::Value, StoreError> {
+    fn action_of(
+        &self,
+        record: RecordView<'_>,
+        created_offset: u64,
+    ) -> Result<serde_json::Value, StoreError> {
         let ev = record.get(created_offset)?.ok_or_else(|| StoreError::Event {
             offset: created_offset,
             message: "the proposal's creating event is missing".into(),
@@ -295,7 +265,7 @@ impl Store {
             let (_, id) = kv.into_inner()?;
             let id = String::from_utf8_lossy(&id).to_string();
             if let Some(p) = self.get(&id)? {
-                if status.is_none_or(|s| s == p.status) {
+                if status.is_none_or(|s| s == p.status.as_str()) {
                     out.push(p);
                 }
             }
@@ -340,7 +310,7 @@ impl Store {
         for kv in self.proposals.iter() {
             let (_, v) = kv.into_inner()?;
             let p: ProposalEntry = serde_json::from_slice(&v)?;
-            *out.entry(p.status).or_insert(0) += 1;
+            *out.entry(p.status.as_str().to_string()).or_insert(0) += 1;
         }
         Ok(out)
     }

@@ -92,9 +92,10 @@ pub(crate) async fn sample_lag(s: Arc<Shared>, mut stop: tokio::sync::watch::Rec
         // Receipts only: the lag needs the latest snapshot, not the files and runs `tables` reads.
         let now = chrono::Utc::now().timestamp();
         let lag = s.ls.lag_source();
-        for name in s.ls.spec.tables.keys() {
+        for name in s.ls.spec().tables.keys() {
             let at = livestate_engine::At::Latest;
-            if let Ok(r) = livestate_engine::read::receipt(&s.ls.catalog, &s.ls.spec, name, &at, &lag).await {
+            if let Ok(r) = livestate_engine::read::receipt(s.ls.catalog(), s.ls.spec(), name, &at, &lag).await
+            {
                 s.lag_history.record(name, now, r.lag_ms);
             }
         }
@@ -401,7 +402,7 @@ fn inbox_rows(s: &Shared) -> String {
             kind = esc(&p.kind),
             agent = esc(&p.agent),
             action = esc(&action),
-            risk = esc(&p.risk_level),
+            risk = esc(p.risk_level.as_str()),
             created = esc(&p.created_at),
             age = age(&p.created_at),
         ));
@@ -423,7 +424,7 @@ pub(crate) async fn inbox(
         .list(None, 50)
         .unwrap_or_default()
         .into_iter()
-        .filter(|p| p.status != "pending")
+        .filter(|p| p.status != livestate_api::proposal::ProposalStatus::Pending)
         .take(10)
         .map(|p| {
             let by = p.decision.as_ref().map(|d| d.decided_by.clone()).unwrap_or_default();
@@ -431,7 +432,7 @@ pub(crate) async fn inbox(
                 r#"<li><a href="/proposals/{id}">{summary}</a> <span class="status status-{st}">{st}</span> <span class="muted">by {by}</span></li>"#,
                 id = esc(&p.id),
                 summary = esc(&p.summary),
-                st = esc(&p.status),
+                st = esc(p.status.as_str()),
                 by = esc(&by)
             )
         })
@@ -495,7 +496,7 @@ fn rows_table(s: &Shared, table: &str, rows: &[Value]) -> String {
         return r#"<p class="muted">No rows.</p>"#.into();
     };
     let declared: Vec<&String> =
-        s.ls.spec.table(table).map(|t| t.columns.keys().collect()).unwrap_or_default();
+        s.ls.spec().table(table).map(|t| t.columns.keys().collect()).unwrap_or_default();
     let cols: Vec<&String> = if declared.is_empty() { first.keys().collect() } else { declared };
     let mut out = String::from("<table><thead><tr>");
     for c in &cols {
@@ -561,7 +562,7 @@ pub(crate) async fn proposal(
     // A declared kind's sheet comes first; any other kind has none.
     let sheet = match crate::sheet::sheet_of(&s, &id).await {
         Ok(sh) => Some(crate::web_decisions::sheet_html(&sh)),
-        Err(e) if e.code == livestate_wire::ErrorCode::NotFound => None,
+        Err(e) if e.code == livestate_api::ErrorCode::NotFound => None,
         Err(e) => Some((
             esc(&p.summary),
             format!(r#"<p class="flash error">The sheet could not be read: {}</p>"#, esc(&e.message)),
@@ -578,7 +579,7 @@ pub(crate) async fn proposal(
     let decision = match &p.decision {
         Some(d) => format!(
             r#"<p id="decision"><span class="status status-{st}">{st}</span> by {by} at {at}: {reason}</p>"#,
-            st = esc(&d.decision),
+            st = esc(d.decision.as_str()),
             by = esc(&d.decided_by),
             at = esc(&d.decided_at),
             reason = esc(d.reason.as_deref().unwrap_or("")),
@@ -618,7 +619,7 @@ pub(crate) async fn proposal(
 {decision}
 <p><a href="/proposals/{id}/audit">Lineage: proposal → decision → module events → state</a></p>"#,
         flash = flash(&n),
-        status = esc(&p.status),
+        status = esc(p.status.as_str()),
         kind = esc(&p.kind),
         agent = esc(&p.agent),
         module = esc(&p.module),
@@ -628,7 +629,7 @@ pub(crate) async fn proposal(
         rule = esc(&text(&doc["rule"]["name"])),
         version = esc(&text(&doc["rule"]["version"])),
         rule_text = esc(&text(&doc["rule"]["text"])),
-        risk = esc(&p.risk_level),
+        risk = esc(p.risk_level.as_str()),
         id = esc(&p.id),
     );
     page(&p.summary, Some((&caller.0, &csrf)), &body)
@@ -654,13 +655,20 @@ pub(crate) async fn decide(
     if let Err(r) = check_csrf(&csrf, &f.csrf) {
         return r.into_response();
     }
-    let d = NewDecision { decision: f.decision, reason: f.reason };
+    let decision = match f.decision.as_str() {
+        "approve" => livestate_api::proposal::Verdict::Approve,
+        "reject" => livestate_api::proposal::Verdict::Reject,
+        other => {
+            let why = format!("decision `{other}`: expected approve or reject");
+            return Redirect::to(&format!("/proposals/{}?error={}", urlencode(&id), urlencode(&why)))
+                .into_response();
+        }
+    };
+    let d = NewDecision { decision, reason: f.reason };
     let target = match decide_as(&s, &caller, &id, &d).await {
-        Ok(v) => format!(
-            "/proposals/{}?msg={}",
-            urlencode(&id),
-            urlencode(&format!("Recorded: {}.", text(&v["status"])))
-        ),
+        Ok(v) => {
+            format!("/proposals/{}?msg={}", urlencode(&id), urlencode(&format!("Recorded: {}.", v.status)))
+        }
         Err(e) => format!("/proposals/{}?error={}", urlencode(&id), urlencode(&e.message)),
     };
     Redirect::to(&target).into_response()
@@ -781,8 +789,8 @@ pub(crate) async fn tables(State(s): State<Arc<Shared>>, headers: HeaderMap) -> 
         Err(r) => return r.into_response(),
     };
     let infos = match livestate_engine::read::tables(
-        &s.ls.catalog,
-        &s.ls.spec,
+        s.ls.catalog(),
+        s.ls.spec(),
         &s.ls.lag_source(),
         Some(&s.maintainers),
     )
@@ -792,7 +800,7 @@ pub(crate) async fn tables(State(s): State<Arc<Shared>>, headers: HeaderMap) -> 
         Err(e) => return crate::error::ApiError::from(e).into_response(),
     };
     let now = chrono::Utc::now();
-    let advice = livestate_spec::advice::advise(&s.ls.spec);
+    let advice = livestate_spec::advice::advise(s.ls.spec());
     let mut rows = String::new();
     for i in &infos {
         let advised = match advice.iter().find(|a| a.table == i.name) {
@@ -805,7 +813,7 @@ pub(crate) async fn tables(State(s): State<Arc<Shared>>, headers: HeaderMap) -> 
             },
         };
         let budget_ms =
-            s.ls.spec.table(&i.name).map_or(0, |t| t.freshness.allowed_lag(now).as_millis() as u64);
+            s.ls.spec().table(&i.name).map_or(0, |t| t.freshness.allowed_lag(now).as_millis() as u64);
         let over = i.receipt.within_budget == Some(false);
         let files: usize = i.health.buckets.iter().map(|b| b.files).sum();
         let runs = i.health.buckets.iter().map(|b| b.sorted_runs).max().unwrap_or(0);

@@ -75,10 +75,10 @@ async fn every_endpoint_answers_every_role_as_the_role_matrix_says() {
     let snapshot = common::bolt_in_stock(&server, 5).await.0.as_i64().unwrap();
     let created = server
         .client("agent:procurement")
-        .propose(&serde_json::from_str(&proposal(snapshot, "seed")).unwrap())
+        .propose(&serde_json::from_str::<Value>(&proposal(snapshot, "seed")).unwrap())
         .await
         .unwrap();
-    let id = created["id"].as_str().unwrap().to_string();
+    let id = created.id.clone();
 
     let calls = vec![
         Call { method: Method::GET, path: "/v1/health".into(), body: None, allowed: &[], public: true },
@@ -538,7 +538,7 @@ async fn bad_requests_get_a_4xx_naming_the_problem_and_change_nothing() {
         ["record_next_offset"]
         .clone();
     assert_eq!(offset_before, offset_after);
-    assert!(admin.proposals(None).await.unwrap()["proposals"].as_array().unwrap().is_empty());
+    assert!(admin.proposals(None).await.unwrap().proposals.is_empty());
     let tables = admin.tables().await.unwrap();
     for t in tables.as_array().unwrap() {
         assert!(t["health"]["tags"].as_array().unwrap().is_empty(), "{}", t["name"]);

@@ -7,6 +7,7 @@
 mod common;
 
 use common::{caused, event, eventually, start};
+use livestate_client::ProposalStatus;
 use serde_json::{json, Value};
 
 fn receipt_of<'a>(read: &'a Value, table: &str) -> &'a Value {
@@ -93,10 +94,10 @@ async fn a_proposal_goes_from_reading_to_decision_to_module_event_and_its_audit_
         "risk": {"level": "low", "reasons": ["supplier risk low", "order value small"]}
     });
     let created = agent.propose(&proposal).await.unwrap();
-    let id = created["id"].as_str().unwrap().to_string();
-    let tags = created["tags"].as_array().unwrap();
-    assert_eq!(tags.len(), 2, "{created}");
-    let stock_tag = tags.iter().find(|t| t["table"] == "stock").unwrap()["tag"].as_str().unwrap().to_string();
+    let id = created.id.clone();
+    let tags = created.tags.clone().unwrap();
+    assert_eq!(tags.len(), 2, "{created:?}");
+    let stock_tag = tags.iter().find(|t| t.table == "stock").unwrap().tag.clone();
     assert!(stock_tag.contains(&id));
 
     // The tag pins the snapshot the agent read, kept for the default 400 days.
@@ -105,18 +106,17 @@ async fn a_proposal_goes_from_reading_to_decision_to_module_event_and_its_audit_
     assert_eq!(tag_json["id"], json!(stock_snapshot));
     assert_eq!(tag_json["tagTimeRetained"].as_f64(), Some(400.0 * 86_400.0), "{tag_json}");
     let at_tag = agent.rows("stock", &[("tag", &stock_tag), ("item", "bolt")]).await.unwrap();
-    assert_eq!(at_tag["receipt"]["snapshot_id"], json!(stock_snapshot));
-    assert_eq!(at_tag["rows"][0]["on_hand"], json!(50));
+    assert_eq!(json!(at_tag.receipt.snapshot_id), json!(stock_snapshot));
+    assert_eq!(at_tag.cell(0, "on_hand"), json!(50));
 
     // The approval inbox (budget 1 s) shows it pending.
     eventually("the inbox to show the proposal", || async {
         let inbox = ana.rows("approval_inbox", &[("proposal_id", &id)]).await.unwrap();
-        (inbox["rows"].as_array().unwrap().first().map(|r| r["status"].clone()) == Some(json!("pending")))
-            .then_some(())
+        (inbox.rows.first().map(|r| r["status"].clone()) == Some(json!("pending"))).then_some(())
     })
     .await;
-    let pending = ana.proposals(Some("pending")).await.unwrap();
-    assert_eq!(pending["proposals"][0]["id"], json!(id));
+    let pending = ana.proposals(Some(ProposalStatus::Pending)).await.unwrap();
+    assert_eq!(pending.proposals[0].id, id);
 
     // Only a person in scope decides, and only once.
     let e = agent.decide(&id, true, "agents cannot decide").await.unwrap_err();
@@ -132,20 +132,19 @@ async fn a_proposal_goes_from_reading_to_decision_to_module_event_and_its_audit_
     assert_eq!(e.status().unwrap().as_u16(), 404, "{e}");
     eventually("the inbox to show the approval", || async {
         let inbox = ana.rows("approval_inbox", &[("proposal_id", &id)]).await.unwrap();
-        (inbox["rows"][0]["status"] == json!("approved")
-            && inbox["rows"][0]["decided_by"] == json!("person:ana"))
-        .then_some(())
+        (inbox.cell(0, "status") == json!("approved") && inbox.cell(0, "decided_by") == json!("person:ana"))
+            .then_some(())
     })
     .await;
 
     // The module pulls its outbox and carries the decision out.
     let outbox = procurement.outbox("procurement", 0).await.unwrap();
-    let items = outbox["items"].as_array().unwrap();
+    let items = &outbox.items;
     assert_eq!(items.len(), 1);
-    assert_eq!(items[0]["proposal_id"], json!(id));
-    assert_eq!(items[0]["action"]["qty"], json!(65));
-    let next = outbox["next_after"].as_u64().unwrap();
-    assert!(procurement.outbox("procurement", next).await.unwrap()["items"].as_array().unwrap().is_empty());
+    assert_eq!(items[0].proposal_id, id);
+    assert_eq!(items[0].action["qty"], json!(65));
+    let next = outbox.next_after;
+    assert!(procurement.outbox("procurement", next).await.unwrap().items.is_empty());
     let e = inventory.outbox("procurement", 0).await.unwrap_err();
     assert_eq!(e.status().unwrap().as_u16(), 403);
     procurement
@@ -159,7 +158,7 @@ async fn a_proposal_goes_from_reading_to_decision_to_module_event_and_its_audit_
         .unwrap();
     eventually("inbound to reach the stock row", || async {
         let r = agent.rows("stock", &[("item", "bolt"), ("location", "north")]).await.unwrap();
-        (r["rows"][0]["inbound"] == json!(65)).then_some(())
+        (r.cell(0, "inbound") == json!(65)).then_some(())
     })
     .await;
 
@@ -225,8 +224,8 @@ async fn a_proposal_goes_from_reading_to_decision_to_module_event_and_its_audit_
     server.stop().await;
     let dir = server.dir.clone();
     let ls = livestate_engine::Livestate::open(&dir).await.unwrap();
-    let store = livestate_server::store::Store::open(&ls.layout.boundary_dir()).unwrap();
-    assert_eq!(store.get(&id).unwrap().unwrap().status, "approved");
+    let store = livestate_server::store::Store::open(&ls.layout().boundary_dir()).unwrap();
+    assert_eq!(store.get(&id).unwrap().unwrap().status, ProposalStatus::Approved);
     assert_eq!(store.caused(&id).unwrap().len(), 1);
 }
 
@@ -357,7 +356,7 @@ async fn an_approved_proposal_is_posted_to_the_module_webhook_until_it_answers_2
         }))
         .await
         .unwrap();
-    let id = created["id"].as_str().unwrap().to_string();
+    let id = created.id.clone();
     server.client("person:ana").decide(&id, true, "ok").await.unwrap();
     let delivered =
         eventually("the webhook to accept the approval", || async { got.lock().unwrap().first().cloned() })
@@ -366,7 +365,7 @@ async fn an_approved_proposal_is_posted_to_the_module_webhook_until_it_answers_2
     assert_eq!(delivered.1["proposal_id"], json!(id));
     assert_eq!(delivered.1["action"]["qty"], json!(95));
     let outbox = server.client("module:procurement").outbox("procurement", 0).await.unwrap();
-    assert_eq!(delivered.0, Some(outbox["items"][0]["cursor"].to_string()));
+    assert_eq!(delivered.0, Some(outbox.items[0].cursor.to_string()));
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert_eq!(got.lock().unwrap().len(), 1, "delivered once it was accepted");
 }
@@ -389,21 +388,17 @@ async fn an_idempotency_key_names_one_request_a_different_one_under_it_is_a_conf
     let first = agent.propose(&proposal("order 10 bolts", 10)).await.unwrap();
     // The same request again (its answer lost, say): the same proposal.
     let again = agent.propose(&proposal("order 10 bolts", 10)).await.unwrap();
-    assert_eq!(
-        (again["id"].clone(), again["duplicate"].clone()),
-        (first["id"].clone(), json!(true)),
-        "{again}"
-    );
+    assert_eq!((again.id.clone(), again.duplicate), (first.id.clone(), true), "{again:?}");
     let head = server.client("admin").health().await.unwrap()["record_next_offset"].clone();
     // Another request under the same key: refused, naming the key and the proposal, nothing stored.
     for other in [proposal("order 500 bolts", 500), proposal("order 10 bolts", 11)] {
         let e = agent.propose(&other).await.unwrap_err();
         assert_eq!(e.status().map(|s| s.as_u16()), Some(409), "{e}");
         let text = e.to_string();
-        assert!(text.contains("night-run-1") && text.contains(first["id"].as_str().unwrap()), "{text}");
+        assert!(text.contains("night-run-1") && text.contains(first.id.as_str()), "{text}");
     }
     assert_eq!(server.client("admin").health().await.unwrap()["record_next_offset"], head);
     let listed = agent.proposals(None).await.unwrap();
-    assert_eq!(listed.to_string().matches("order 500 bolts").count(), 0, "{listed}");
+    assert_eq!(listed.proposals.iter().filter(|p| p.summary == "order 500 bolts").count(), 0, "{listed:?}");
     server.stop().await;
 }

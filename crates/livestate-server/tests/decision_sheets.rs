@@ -58,7 +58,7 @@ async fn a_proposal_missing_an_input_is_refused_naming_it_and_nothing_is_stored(
 
     // Nothing was stored: no event, no proposal, no tag.
     assert_eq!(agent.health().await.unwrap()["record_next_offset"], before);
-    assert!(agent.proposals(None).await.unwrap()["proposals"].as_array().unwrap().is_empty());
+    assert!(agent.proposals(None).await.unwrap().proposals.is_empty());
     assert_eq!(stock_tags(&server).await, tags_before);
 
     // Citing every input is accepted.
@@ -88,7 +88,7 @@ async fn the_sheet_of_one_consistent_read_is_at_one_instant_and_keeps_its_values
         cite(&read, "supplier_items"),
         cite(&read, "supplier_risk"),
     ]);
-    let id = agent.propose(&p).await.unwrap()["id"].as_str().unwrap().to_string();
+    let id = agent.propose(&p).await.unwrap().id;
 
     let sheet = sheet_json(&ana, &id).await;
     assert_eq!(sheet["kind"], json!("stock_replenishment"));
@@ -174,7 +174,7 @@ async fn the_sheet_of_one_consistent_read_is_at_one_instant_and_keeps_its_values
     // The value read back from the tag is what the tag holds.
     let tag = on_hand["tag"].as_str().unwrap();
     let at_tag = agent.rows("stock", &[("tag", tag), ("item", "bolt"), ("location", "north")]).await.unwrap();
-    assert_eq!(at_tag["rows"][0]["on_hand"], on_hand["value"]);
+    assert_eq!(at_tag.cell(0, "on_hand"), on_hand["value"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,7 +204,7 @@ async fn inputs_read_at_two_offsets_get_a_verdict_naming_both_instants_and_how_f
         cite(&first, "supplier_items"),
         cite(&first, "supplier_risk"),
     ]);
-    let id = agent.propose(&p).await.unwrap()["id"].as_str().unwrap().to_string();
+    let id = agent.propose(&p).await.unwrap().id;
 
     let sheet = sheet_json(&server.client("person:ana"), &id).await;
     // The offer was read before the nut count was recorded: stale by the time since then.
@@ -245,7 +245,7 @@ async fn decision_kinds_are_listed_for_agents_and_a_proposal_of_an_undeclared_ki
         "action": {}, "sources": [{"table": "stock", "snapshot_id": snapshot, "rows": [row]}],
         "rule": {"name": "r", "version": "1", "text": "t"}, "risk": {"level": "low"},
     });
-    let id = agent.propose(&undeclared).await.unwrap()["id"].as_str().unwrap().to_string();
+    let id = agent.propose(&undeclared).await.unwrap().id;
     let e = agent.sheet(&id).await.unwrap_err();
     assert_eq!(e.status().unwrap().as_u16(), 404, "{e}");
     assert!(e.to_string().contains("kind `replenishment_order`, which the spec does not declare"), "{e}");
@@ -263,14 +263,14 @@ async fn the_history_of_a_kind_counts_decisions_changes_before_them_staleness_an
 
     // 1: on hand is recounted after the agent read it, then approved.
     let read = read_all(&server).await;
-    let p1 = agent.propose(&replenishment(all(&read))).await.unwrap()["id"].as_str().unwrap().to_string();
+    let p1 = agent.propose(&replenishment(all(&read))).await.unwrap().id;
     let recount =
         event("c2", "inventory.stock_counted", json!({"item": "bolt", "location": "north", "on_hand": 20}));
     inventory.emit(&recount).await.unwrap();
     ana.decide(&p1, true, "needed").await.unwrap();
     // 2: nothing changes before it is rejected.
     let read = read_all(&server).await;
-    let p2 = agent.propose(&replenishment(all(&read))).await.unwrap()["id"].as_str().unwrap().to_string();
+    let p2 = agent.propose(&replenishment(all(&read))).await.unwrap().id;
     ana.decide(&p2, false, "not now").await.unwrap();
     // 3: stock read, another event, the offer read apart 50 ms later; left pending. Stock is
     // then stale by the time since that event: over inbound's 1 ms need, within the others'.
@@ -334,10 +334,7 @@ async fn proposals_recorded_before_their_kind_was_declared_have_no_sheet_and_cou
     stocked(&server).await;
     let read = read_all(&server).await;
     let agent = server.client("agent:procurement");
-    let id = agent.propose(&replenishment(vec![cite(&read, "stock")])).await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = agent.propose(&replenishment(vec![cite(&read, "stock")])).await.unwrap().id;
     server.client("person:ana").decide(&id, true, "fine").await.unwrap();
 
     // Declared at the next start: the old proposal has no sheet, and the history says what it can.

@@ -60,7 +60,7 @@ async fn a_module_emits_a_reader_reads_and_a_consumer_gets_each_firing_once() {
     // After a graceful stop everything is committed: the record holds the 6 events and the
     // directory opens again.
     let ls = livestate_engine::Livestate::open(&dir).await.unwrap();
-    assert_eq!(ls.record.next_offset(), 6);
+    assert_eq!(ls.record().next_offset(), 6);
 }
 
 async fn client(addr: std::net::SocketAddr, stop: tokio::sync::oneshot::Sender<()>) {

@@ -11,6 +11,7 @@ use common::browser::{artifacts, wait_for, Browser};
 use common::decisions::{cite, read_all, replenishment, stocked};
 use common::{event, eventually, start};
 use fantoccini::Locator;
+use livestate_client::ProposalStatus;
 use serde_json::json;
 
 fn proposal(snapshot: &serde_json::Value, row: &serde_json::Value, key: &str) -> serde_json::Value {
@@ -56,7 +57,7 @@ async fn a_person_signs_in_sees_a_proposal_arrive_opens_its_evidence_and_approve
     c.execute("window.__not_reloaded = 42; return 0;", vec![]).await.unwrap();
     let agent = server.client("agent:procurement");
     let created = agent.propose(&proposal(&snapshot, &row, "first")).await.unwrap();
-    let id = created["id"].as_str().unwrap().to_string();
+    let id = created.id.clone();
     let appeared = wait_for(c, &format!("tr[data-proposal='{id}']")).await;
     let listed = appeared.text().await.unwrap();
     assert!(listed.contains("Order bolts (first)"), "{listed}");
@@ -89,7 +90,7 @@ async fn a_person_signs_in_sees_a_proposal_arrive_opens_its_evidence_and_approve
     c.find(Locator::Css("button.approve")).await.unwrap().click().await.unwrap();
     let decided = wait_for(c, "#decision").await.text().await.unwrap();
     assert!(decided.contains("approved") && decided.contains("person:ana"), "{decided}");
-    assert_eq!(server.client("admin").proposal(&id).await.unwrap()["proposal"]["status"], "approved");
+    assert_eq!(server.client("admin").proposal(&id).await.unwrap().proposal.status, ProposalStatus::Approved);
 
     // The lineage: proposal, decision, (no module events yet), state now.
     c.goto(&format!("{url}/proposals/{id}/audit")).await.unwrap();
@@ -97,8 +98,7 @@ async fn a_person_signs_in_sees_a_proposal_arrive_opens_its_evidence_and_approve
     assert!(lineage.contains("approved by person:ana") && lineage.contains("needed this week"), "{lineage}");
 
     // A form post without the session's CSRF token is refused and decides nothing.
-    let third =
-        agent.propose(&proposal(&snapshot, &row, "third")).await.unwrap()["id"].as_str().unwrap().to_string();
+    let third = agent.propose(&proposal(&snapshot, &row, "third")).await.unwrap().id;
     let status = c
         .execute(
             "return fetch('/proposals/' + arguments[0] + '/decide', {method: 'POST', headers: {'Content-Type': 'application/x-www-form-urlencoded'}, body: 'csrf=forged&decision=approve&reason=x'}).then(r => r.status);",
@@ -107,14 +107,14 @@ async fn a_person_signs_in_sees_a_proposal_arrive_opens_its_evidence_and_approve
         .await
         .unwrap();
     assert_eq!(status, json!(403));
-    assert_eq!(server.client("admin").proposal(&third).await.unwrap()["proposal"]["status"], "pending");
+    assert_eq!(
+        server.client("admin").proposal(&third).await.unwrap().proposal.status,
+        ProposalStatus::Pending
+    );
     server.client("person:ana").decide(&third, false, "cleanup").await.unwrap();
 
     // Decided elsewhere while the page was open: a clear refusal.
-    let second = agent.propose(&proposal(&snapshot, &row, "second")).await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let second = agent.propose(&proposal(&snapshot, &row, "second")).await.unwrap().id;
     c.goto(&format!("{url}/proposals/{second}")).await.unwrap();
     wait_for(c, "#reason").await.send_keys("me too").await.unwrap();
     server.client("person:ana").decide(&second, false, "decided by phone").await.unwrap();
@@ -145,14 +145,14 @@ async fn a_person_deciding_sees_the_sheet_first_then_the_action_in_words_what_ch
     let read = read_all(&server).await;
     let agent = server.client("agent:procurement");
     let sources = vec![cite(&read, "stock"), cite(&read, "supplier_items"), cite(&read, "supplier_risk")];
-    let id = agent.propose(&replenishment(sources)).await.unwrap()["id"].as_str().unwrap().to_string();
+    let id = agent.propose(&replenishment(sources)).await.unwrap().id;
     // On hand changes after the agent read it.
     let counted =
         event("c9", "inventory.stock_counted", json!({"item": "bolt", "location": "north", "on_hand": 20}));
     server.client("module:inventory").emit(&counted).await.unwrap();
     eventually("the count to reach the stock row", || async {
         let r = agent.rows("stock", &[("item", "bolt"), ("location", "north")]).await.unwrap();
-        (r["rows"][0]["on_hand"] == json!(20)).then_some(())
+        (r.cell(0, "on_hand") == json!(20)).then_some(())
     })
     .await;
 

@@ -301,13 +301,19 @@ impl Company {
         }
     }
 
-    /// Carries out an approved proposal from an outbox item (`proposal_id`, `kind`, `action`).
-    pub fn carry_out(&mut self, item: &Value, now: DateTime<Utc>) -> (Vec<Value>, Vec<Happened>) {
-        let proposal = item["proposal_id"].as_str().unwrap_or_default().to_string();
-        let action = &item["action"];
+    /// Carries out approved proposal `proposal` of `kind` with its drafted `action` (as its
+    /// module's outbox hands it over).
+    pub fn carry_out(
+        &mut self,
+        proposal: &str,
+        kind: &str,
+        action: &Value,
+        now: DateTime<Utc>,
+    ) -> (Vec<Value>, Vec<Happened>) {
+        let proposal = proposal.to_string();
         let mut out = Vec::new();
         let mut told = Vec::new();
-        match item["kind"].as_str().unwrap_or_default() {
+        match kind {
             "replenishment_order" | "stock_replenishment" => {
                 let it = action["item"].as_str().unwrap_or_default().to_string();
                 let supplier = action["supplier"].as_str().unwrap_or_default().to_string();
@@ -428,9 +434,8 @@ mod tests {
         let now: DateTime<Utc> = "2026-03-02T08:00:00Z".parse().unwrap();
         let mut c = Company::new(1, 2, "t");
         c.setup(now);
-        let item = json!({"proposal_id": "p1", "kind": "replenishment_order",
-            "action": {"item": "part-0001", "supplier": "acme-parts", "qty": 30, "lines": [{"location": "north", "qty": 30}]}});
-        let (placed, _) = c.carry_out(&item, now);
+        let action = json!({"item": "part-0001", "supplier": "acme-parts", "qty": 30, "lines": [{"location": "north", "qty": 30}]});
+        let (placed, _) = c.carry_out("p1", "replenishment_order", &action, now);
         assert_eq!(placed.len(), 1);
         assert_eq!(placed[0]["causation"], "p1");
         assert_eq!(placed[0]["data"]["inbound"], 30);

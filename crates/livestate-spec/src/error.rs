@@ -33,8 +33,8 @@ pub enum SpecError {
 
 impl SpecError {
     /// Both are the caller's to fix: a spec path that cannot be read, or a spec that is wrong.
-    pub fn kind(&self) -> livestate_wire::ErrorKind {
-        livestate_wire::ErrorKind::Input
+    pub fn kind(&self) -> livestate_api::ErrorKind {
+        livestate_api::ErrorKind::Input
     }
 }
 
@@ -53,7 +53,7 @@ impl EventError {
     }
 
     /// Always the caller's: the line does not fit the spec.
-    pub fn kind(&self) -> livestate_wire::ErrorKind {
-        livestate_wire::ErrorKind::Input
+    pub fn kind(&self) -> livestate_api::ErrorKind {
+        livestate_api::ErrorKind::Input
     }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use livestate_wire::{ErrorCode, ErrorKind};
+use livestate_api::{ErrorCode, ErrorKind};
 
 /// Where the query text passed one of its shape limits (see [`crate::shape`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

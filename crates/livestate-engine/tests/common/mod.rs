@@ -28,7 +28,7 @@ pub fn line(n: u32, ty: &str, data: Value) -> String {
 
 pub async fn derive(ls: &Livestate) -> livestate_engine::DeriveReport {
     let mut d = ls.derivers().await.unwrap();
-    d.catch_up(&ls.record, &ls.spec, CATCH_UP_COMMIT_EVENTS, &mut |_| {}).await.unwrap()
+    ls.catch_up(&mut d, CATCH_UP_COMMIT_EVENTS, &mut |_| {}).await.unwrap()
 }
 
 /// Rows of `table` as JSON objects, filtered by `keys`.
@@ -38,8 +38,5 @@ pub async fn rows(ls: &Livestate, table: &str, keys: &[(&str, &str)]) -> Vec<Val
         keys: keys.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         at: At::Latest,
     };
-    livestate_engine::read::read(&ls.catalog, &ls.spec, &req, &ls.lag_source(), Some(&ls.index))
-        .await
-        .unwrap()
-        .json_rows()
+    ls.read(&req).await.unwrap().json_rows()
 }

@@ -12,8 +12,7 @@ pub struct Sheet {
     pub description: Option<String>,
     pub module: String,
     pub agent: String,
-    /// `pending`, `approved` or `rejected`.
-    pub status: String,
+    pub status: crate::proposal::ProposalStatus,
     pub created_at: String,
     /// The action in words, from the kind's summary template and the values the agent used.
     pub summary: String,

@@ -1,0 +1,333 @@
+//! The boundary on the wire: what an agent proposes (citing what it read), what a person
+//! decides, what a proposal is in the inbox and in its module's outbox.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// How risky the agent judges the action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum RiskLevel {
+    Low,
+    Medium,
+    High,
+}
+
+impl RiskLevel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RiskLevel::Low => "low",
+            RiskLevel::Medium => "medium",
+            RiskLevel::High => "high",
+        }
+    }
+}
+
+/// Where a proposal stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum ProposalStatus {
+    /// Waiting for a person.
+    Pending,
+    Approved,
+    Rejected,
+}
+
+impl ProposalStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProposalStatus::Pending => "pending",
+            ProposalStatus::Approved => "approved",
+            ProposalStatus::Rejected => "rejected",
+        }
+    }
+
+    /// The status a query parameter names (`pending`, `approved`, `rejected`).
+    ///
+    /// # Errors
+    /// A message naming the value and what is expected.
+    pub fn parse(text: &str) -> Result<ProposalStatus, String> {
+        match text {
+            "pending" => Ok(ProposalStatus::Pending),
+            "approved" => Ok(ProposalStatus::Approved),
+            "rejected" => Ok(ProposalStatus::Rejected),
+            other => Err(format!("status `{other}`: expected pending, approved or rejected")),
+        }
+    }
+}
+
+impl std::fmt::Display for ProposalStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a person decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = DecisionVerdict))]
+pub enum Verdict {
+    Approve,
+    Reject,
+}
+
+impl Verdict {
+    /// The status a proposal takes once decided so.
+    pub fn status(self) -> ProposalStatus {
+        match self {
+            Verdict::Approve => ProposalStatus::Approved,
+            Verdict::Reject => ProposalStatus::Rejected,
+        }
+    }
+}
+
+/// A cited source: a snapshot of a table the agent read, and the keys or rows it used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Source {
+    pub table: String,
+    /// The receipt's snapshot.
+    pub snapshot_id: i64,
+    /// The receipt's record offset.
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// The receipt's lag when the agent read it.
+    #[serde(default)]
+    pub lag_ms: Option<u64>,
+    /// The receipt's commit time.
+    #[serde(default)]
+    pub committed_at: Option<String>,
+    /// `column: value` filters the agent read by.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
+    pub keys: Vec<Map<String, Value>>,
+    /// Rows (or some of their columns, key columns included) the agent used: each must be what
+    /// the snapshot holds.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
+    pub rows: Vec<Map<String, Value>>,
+    /// Set by the server: the tag that pins the snapshot (refused from agents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+}
+
+/// The rule an agent applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Rule {
+    pub name: String,
+    pub version: String,
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub parameters: Map<String, Value>,
+    /// The rule in words.
+    pub text: String,
+}
+
+/// How risky the agent judges the action, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Risk {
+    pub level: RiskLevel,
+    #[serde(default)]
+    pub reasons: Vec<String>,
+}
+
+/// What an agent proposes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct NewProposal {
+    /// What kind of action, e.g. `stock_replenishment`.
+    pub kind: String,
+    /// The module that carries the action out once approved.
+    pub module: String,
+    /// One line for the inbox.
+    pub summary: String,
+    /// The drafted action.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub action: Map<String, Value>,
+    pub sources: Vec<Source>,
+    pub rule: Rule,
+    pub risk: Risk,
+    /// The same key from the same agent names the same proposal: a retried request makes
+    /// no second one.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// The answer to a proposal: its id, its status, where the record holds it, and the tag
+/// pinning each cited table's snapshot (`duplicate` when the same request came again with its
+/// idempotency key: the tags are the first request's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Proposed {
+    pub id: String,
+    pub status: ProposalStatus,
+    /// Offset of the `decisions.proposal_created` event.
+    pub offset: u64,
+    /// The tags pinning the snapshots the proposal cites, one per table and snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<PinnedTag>>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub duplicate: bool,
+}
+
+/// A tag pinning a snapshot a proposal cites, so an auditor reads it months later.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PinnedTag {
+    pub table: String,
+    pub snapshot_id: i64,
+    pub tag: String,
+}
+
+/// A person's decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct NewDecision {
+    pub decision: Verdict,
+    pub reason: String,
+}
+
+/// The answer to a decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Decided {
+    pub id: String,
+    pub status: ProposalStatus,
+    pub decided_by: String,
+    /// Offset of the `decisions.proposal_decided` event.
+    pub offset: u64,
+}
+
+/// A decision on a proposal, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Decision {
+    /// `approved` or `rejected`.
+    pub decision: ProposalStatus,
+    pub decided_by: String,
+    pub decided_at: String,
+    pub reason: Option<String>,
+    /// Offset of the `decisions.proposal_decided` event.
+    pub offset: u64,
+}
+
+/// A proposal as the inbox lists it (the whole document stays in the record).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ProposalEntry {
+    pub id: String,
+    pub kind: String,
+    pub agent: String,
+    pub module: String,
+    pub summary: String,
+    pub risk_level: RiskLevel,
+    pub status: ProposalStatus,
+    pub created_at: String,
+    /// Offset of the `decisions.proposal_created` event.
+    pub created_offset: u64,
+    pub decision: Option<Decision>,
+}
+
+/// The answer of `GET /v1/proposals`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ProposalList {
+    /// Newest first.
+    pub proposals: Vec<ProposalEntry>,
+}
+
+/// The answer of `GET /v1/proposals/{id}`: where the proposal stands, and the whole document
+/// the agent sent (with the server's id, agent, time and tags).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ProposalDoc {
+    pub proposal: ProposalEntry,
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub document: Value,
+}
+
+/// An approved proposal waiting in its module's outbox.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct OutboxItem {
+    /// The cursor: offset of the approving decision. Pass it as `after` to get what follows.
+    pub cursor: u64,
+    pub proposal_id: String,
+    pub kind: String,
+    pub module: String,
+    pub summary: String,
+    /// The drafted action, as the agent proposed it.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub action: Value,
+    pub decided_by: String,
+    pub decided_at: String,
+    pub reason: Option<String>,
+}
+
+/// The answer of `GET /v1/outbox/{module}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Outbox {
+    pub module: String,
+    /// Oldest first.
+    pub items: Vec<OutboxItem>,
+    /// The cursor to pass as `after` next.
+    pub next_after: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_levels_and_verdicts_are_the_lowercase_words_on_the_wire() {
+        let entry = ProposalEntry {
+            id: "p1".into(),
+            kind: "stock_replenishment".into(),
+            agent: "agent:procurement".into(),
+            module: "procurement".into(),
+            summary: "order".into(),
+            risk_level: RiskLevel::Medium,
+            status: ProposalStatus::Approved,
+            created_at: "2026-03-02T08:00:00.000Z".into(),
+            created_offset: 7,
+            decision: None,
+        };
+        let v = serde_json::to_value(&entry).expect("serializes");
+        assert_eq!((v["risk_level"].as_str(), v["status"].as_str()), (Some("medium"), Some("approved")));
+        let d: NewDecision =
+            serde_json::from_str(r#"{"decision":"reject","reason":"too much"}"#).expect("parses");
+        assert_eq!(d.decision.status(), ProposalStatus::Rejected);
+        let bad = serde_json::from_str::<NewDecision>(r#"{"decision":"maybe","reason":"r"}"#).unwrap_err();
+        assert!(bad.to_string().contains("approve") && bad.to_string().contains("reject"), "{bad}");
+        assert_eq!(ProposalStatus::parse("pending"), Ok(ProposalStatus::Pending));
+        assert!(ProposalStatus::parse("open")
+            .unwrap_err()
+            .contains("expected pending, approved or rejected"));
+    }
+
+    #[test]
+    fn a_first_proposal_answer_carries_tags_and_a_repeated_one_says_duplicate() {
+        let first: Proposed = serde_json::from_str(
+            r#"{"id":"p1","status":"pending","offset":3,"tags":[{"table":"stock","snapshot_id":4,"tag":"proposal-p1-s4"}]}"#,
+        )
+        .expect("parses");
+        assert!(!first.duplicate && first.tags.as_ref().is_some_and(|t| t[0].tag == "proposal-p1-s4"));
+        let again =
+            serde_json::to_value(Proposed { tags: None, duplicate: true, ..first }).expect("serializes");
+        assert_eq!(
+            again,
+            serde_json::json!({"id": "p1", "status": "pending", "offset": 3, "duplicate": true})
+        );
+    }
+}
