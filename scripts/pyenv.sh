@@ -4,6 +4,7 @@
 #
 #   scripts/pyenv.sh [--with-scale-readers] [--with-s3-server]
 #   scripts/pyenv.sh --schemathesis
+#   scripts/pyenv.sh --client
 #
 #   --with-scale-readers  also install Ray and Daft into the same venv, for pypaimon's
 #                         pypaimon.ray / pypaimon.daft readers (tests/scale_readers.rs). About
@@ -14,6 +15,10 @@
 #   --schemathesis        instead: create (once) a venv of its own, $LIVESTATE_VENV-schemathesis,
 #                         with schemathesis (the OpenAPI conformance fuzzer of tests/api_schema.rs;
 #                         its pins differ from pypaimon's) and print that venv's python.
+#   --client              instead: create (once) a venv of its own, $LIVESTATE_VENV-client, with
+#                         the Python client's pinned dependencies (httpx, pydantic) and pytest,
+#                         and the client (clients/python) installed editable from this clone;
+#                         print that venv's python (tests/python_client.rs runs its tests).
 #   LIVESTATE_VENV   venv directory (default: $HOME/.cache/livestate/venv)
 #   PYTHON           interpreter used to create the venv (default: python3)
 #
@@ -87,6 +92,26 @@ typing_extensions==4.16.0
 urllib3==2.8.0
 Werkzeug==3.1.9"
 
+# The Python client's dependencies and pytest, and what they resolved to when this was written
+# (Python 3.11); setuptools builds the editable install without fetching anything.
+CLIENT_REQUIREMENTS="httpx==0.29.0
+pydantic==2.14.4
+pytest==9.2.0
+annotated-types==0.8.0
+anyio==4.16.0
+certifi==2026.10.19.post1
+h11==0.16.0
+httpcore==1.0.9
+idna==3.21
+iniconfig==2.3.1
+packaging==26.4
+pluggy==1.7.0
+pydantic_core==2.50.5
+Pygments==2.21.0
+typing-inspection==0.4.5
+typing_extensions==4.16.0
+setuptools==84.2.1"
+
 WITH_SCALE=0
 WITH_S3=0
 for arg in "$@"; do
@@ -118,7 +143,39 @@ for arg in "$@"; do
             echo "$ST_PY"
             exit 0
             ;;
-        *) echo "pyenv.sh: unknown argument $arg (--with-scale-readers, --with-s3-server, --schemathesis)" >&2; exit 2 ;;
+        --client)
+            CL_VENV="$VENV-client"
+            CL_PY="$CL_VENV/bin/python"
+            CL_MARKER="$CL_VENV/.livestate-pyenv"
+            CL_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+            # The marker holds the pins and the clone the client was installed from: another
+            # clone reinstalls it (editable: it imports that clone's source).
+            CL_WANT="$CLIENT_REQUIREMENTS
+client: $CL_ROOT/clients/python"
+            if ! [[ -x "$CL_PY" && -f "$CL_MARKER" && "$(cat "$CL_MARKER")" == "$CL_WANT" ]]; then
+                mkdir -p "$(dirname "$CL_VENV")"
+                exec 9>"$CL_VENV.lock"
+                if command -v flock >/dev/null 2>&1; then
+                    flock 9
+                fi
+                if ! [[ -f "$CL_MARKER" && "$(cat "$CL_MARKER")" == "$CL_WANT" ]]; then
+                    [[ -x "$CL_PY" ]] || "$PYTHON" -m venv "$CL_VENV" >&2
+                    echo "pyenv.sh: installing the Python client and its pinned dependencies into $CL_VENV" >&2
+                    cl_file="$(mktemp)"
+                    trap 'rm -f "$cl_file"' EXIT
+                    printf '%s\n' "$CLIENT_REQUIREMENTS" >"$cl_file"
+                    PIP_DISABLE_PIP_VERSION_CHECK=1 "$CL_PY" -m pip install --quiet -r "$cl_file" >&2
+                    PIP_DISABLE_PIP_VERSION_CHECK=1 "$CL_PY" -m pip install --quiet --no-deps --no-build-isolation \
+                        -e "$CL_ROOT/clients/python" >&2
+                    "$CL_PY" -c 'import livestate_client, httpx, pydantic, pytest' >&2
+                    printf '%s' "$CL_WANT" >"$CL_MARKER"
+                fi
+                exec 9>&-
+            fi
+            echo "$CL_PY"
+            exit 0
+            ;;
+        *) echo "pyenv.sh: unknown argument $arg (--with-scale-readers, --with-s3-server, --schemathesis, --client)" >&2; exit 2 ;;
     esac
 done
 

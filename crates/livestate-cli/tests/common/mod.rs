@@ -47,6 +47,25 @@ pub fn schemathesis_python() -> String {
     String::from_utf8(out.stdout).unwrap().lines().last().expect("a python path").trim().to_string()
 }
 
+/// The python of the Python client's venv (`scripts/pyenv.sh --client`, or
+/// `LIVESTATE_CLIENT_PYTHON`): httpx, pydantic, pytest and `clients/python` installed editable.
+pub fn client_python() -> String {
+    if let Ok(p) = std::env::var("LIVESTATE_CLIENT_PYTHON") {
+        return p;
+    }
+    let out = Command::new("bash")
+        .arg(repo().join("scripts/pyenv.sh"))
+        .arg("--client")
+        .output()
+        .expect("run scripts/pyenv.sh --client");
+    assert!(
+        out.status.success(),
+        "scripts/pyenv.sh --client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().lines().last().expect("a python path").trim().to_string()
+}
+
 /// `livestate serve --dir DIR` on a free loopback port, killed when dropped.
 pub struct Served {
     pub child: livestate_testkit::Child,
