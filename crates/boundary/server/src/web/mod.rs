@@ -23,213 +23,13 @@ use crate::auth::{Permission, Principal, Role};
 use crate::proposals::{audit_of, decide_as, document, find, NewDecision};
 use crate::{Caller, Shared};
 
-const CSS: &str = include_str!("../assets/app.css");
-const JS: &str = include_str!("../assets/app.js");
-const COOKIE: &str = "livestate_session";
-/// Failed sign-ins allowed per minute (over all clients).
-const SIGN_IN_FAILURES_PER_MINUTE: usize = 10;
-/// Sessions end after this long.
-const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
+mod html;
+mod lag;
+mod session;
 
-struct Session {
-    token: String,
-    csrf: String,
-    started: Instant,
-}
-
-/// Signed-in people, and recent failed sign-ins.
-#[derive(Default)]
-pub(crate) struct Sessions {
-    map: Mutex<HashMap<String, Session>>,
-    failures: Mutex<VecDeque<Instant>>,
-}
-
-fn random_hex(bytes: usize) -> String {
-    let mut b = vec![0u8; bytes];
-    getrandom::fill(&mut b).expect("the operating system provides randomness");
-    crate::auth::hex(&b)
-}
-
-/// (unix seconds, lag in ms) samples, oldest first.
-type Samples = VecDeque<(i64, Option<u64>)>;
-
-/// Each table's measured lag over the last hour, sampled every few seconds.
-#[derive(Default)]
-pub(crate) struct LagHistory {
-    map: Mutex<BTreeMap<String, Samples>>,
-}
-
-/// Samples kept per table (an hour at one every 5 s).
-const LAG_SAMPLES: usize = 720;
-pub(crate) const LAG_SAMPLE_EVERY: Duration = Duration::from_secs(5);
-
-impl LagHistory {
-    pub(crate) fn record(&self, table: &str, at_s: i64, lag_ms: Option<u64>) {
-        let mut m = self.map.lock().expect("lag history");
-        let q = m.entry(table.to_string()).or_default();
-        q.push_back((at_s, lag_ms));
-        while q.len() > LAG_SAMPLES {
-            q.pop_front();
-        }
-    }
-
-    fn of(&self, table: &str) -> Vec<(i64, Option<u64>)> {
-        self.map
-            .lock()
-            .expect("lag history")
-            .get(table)
-            .map(|q| q.iter().copied().collect())
-            .unwrap_or_default()
-    }
-}
-
-/// Samples every table's lag until the server stops.
-pub(crate) async fn sample_lag(s: Arc<Shared>, mut stop: tokio::sync::watch::Receiver<bool>) {
-    loop {
-        if *stop.borrow() {
-            return;
-        }
-        // Receipts only: the lag needs the latest snapshot, not the files and runs `tables` reads.
-        let now = chrono::Utc::now().timestamp();
-        let lag = s.ls.lag_source();
-        for name in s.ls.spec().tables.keys() {
-            let at = livestate_engine::At::Latest;
-            if let Ok(r) = livestate_engine::read::receipt(s.ls.catalog(), s.ls.spec(), name, &at, &lag).await
-            {
-                s.lag_history.record(name, now, r.lag_ms);
-            }
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(LAG_SAMPLE_EVERY) => {}
-            _ = stop.changed() => {}
-        }
-    }
-}
-
-/// HTML-escapes text.
-pub(crate) fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-pub(crate) fn text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        other => other.to_string(),
-    }
-}
-
-pub(crate) fn page(title: &str, who: Option<(&Principal, &str)>, body: &str) -> Response {
-    let nav = match who {
-        Some((p, csrf)) => format!(
-            r#"<nav aria-label="Main"><a href="/inbox">Inbox</a><a href="/decisions">Decisions</a><a href="/tables">Tables</a></nav>
-<form method="post" action="/signout"><input type="hidden" name="csrf" value="{csrf}"><span class="muted">Signed in as {name}</span> <button type="submit">Sign out</button></form>"#,
-            csrf = esc(csrf),
-            name = esc(&p.name)
-        ),
-        None => String::new(),
-    };
-    let html = format!(
-        r#"<!doctype html>
-<html lang="en">
-<head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{title} · livestate</title><link rel="stylesheet" href="/assets/app.css"></head>
-<body>
-<header><span class="brand">livestate</span>{nav}</header>
-<main id="main">
-{body}
-</main>
-<script src="/assets/app.js" defer></script>
-</body></html>"#,
-        title = esc(title)
-    );
-    let mut r = Html(html).into_response();
-    r.headers_mut().insert(
-        header::CONTENT_SECURITY_POLICY,
-        "default-src 'self'; style-src 'self'; script-src 'self'; frame-ancestors 'none'"
-            .parse()
-            .expect("header"),
-    );
-    r
-}
-
-fn cookie_of(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .find_map(|c| {
-            let (k, v) = c.trim().split_once('=')?;
-            (k == COOKIE).then(|| v.to_string())
-        })
-}
-
-/// Why a page request is turned away.
-pub(crate) enum Refused {
-    /// No live session: sign in.
-    SignIn,
-    /// A form without this session's CSRF token.
-    StaleForm,
-}
-
-impl IntoResponse for Refused {
-    fn into_response(self) -> Response {
-        match self {
-            Refused::SignIn => Redirect::to("/signin").into_response(),
-            Refused::StaleForm => {
-                (StatusCode::FORBIDDEN, "the form is stale or was not sent by this site; reload the page")
-                    .into_response()
-            }
-        }
-    }
-}
-
-/// The signed-in person of a request and the session's CSRF token, or a redirect to sign in.
-pub(crate) fn person(s: &Shared, headers: &HeaderMap) -> Result<(Caller, String), Refused> {
-    let to_signin = || Refused::SignIn;
-    let id = cookie_of(headers).ok_or_else(to_signin)?;
-    let (token, csrf) = {
-        let mut map = s.sessions.map.lock().expect("sessions");
-        match map.get(&id) {
-            Some(sess) if sess.started.elapsed() < SESSION_TTL => (sess.token.clone(), sess.csrf.clone()),
-            Some(_) => {
-                map.remove(&id);
-                return Err(to_signin());
-            }
-            None => return Err(to_signin()),
-        }
-    };
-    match s.principals.authenticate(Some(&token)) {
-        Ok(p) => Ok((Caller(p), csrf)),
-        Err(_) => {
-            s.sessions.map.lock().expect("sessions").remove(&id);
-            Err(to_signin())
-        }
-    }
-}
-
-fn check_csrf(expected: &str, given: &str) -> Result<(), Refused> {
-    if !expected.is_empty()
-        && expected.len() == given.len()
-        && expected.as_bytes().iter().zip(given.as_bytes()).all(|(a, b)| a == b)
-    {
-        Ok(())
-    } else {
-        Err(Refused::StaleForm)
-    }
-}
+pub(crate) use html::*;
+pub(crate) use lag::*;
+pub(crate) use session::*;
 
 pub(crate) async fn asset_css() -> Response {
     ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], CSS).into_response()
@@ -283,18 +83,11 @@ pub(crate) struct SignIn {
 }
 
 pub(crate) async fn signin(State(s): State<Arc<Shared>>, Form(f): Form<SignIn>) -> Response {
-    {
-        let mut failures = s.sessions.failures.lock().expect("sessions");
-        while failures.front().is_some_and(|t| t.elapsed() > Duration::from_secs(60)) {
-            failures.pop_front();
-        }
-        if failures.len() >= SIGN_IN_FAILURES_PER_MINUTE {
-            return (StatusCode::TOO_MANY_REQUESTS, "too many failed sign-ins; wait a minute")
-                .into_response();
-        }
+    if s.sessions.sign_ins_blocked() {
+        return (StatusCode::TOO_MANY_REQUESTS, "too many failed sign-ins; wait a minute").into_response();
     }
     let fail = |why: &str| {
-        s.sessions.failures.lock().expect("sessions").push_back(Instant::now());
+        s.sessions.sign_in_failed();
         Redirect::to(&format!("/signin?error={}", urlencode(why))).into_response()
     };
     let p = match s.principals.authenticate(Some(&f.token)) {
@@ -304,12 +97,7 @@ pub(crate) async fn signin(State(s): State<Arc<Shared>>, Form(f): Form<SignIn>) 
     if !matches!(p.role, Role::Person { .. }) {
         return fail(&format!("Only people sign in here; that token belongs to {}.", p.name));
     }
-    let id = random_hex(24);
-    s.sessions
-        .map
-        .lock()
-        .expect("sessions")
-        .insert(id.clone(), Session { token: f.token, csrf: random_hex(16), started: Instant::now() });
+    let id = s.sessions.start(f.token);
     let mut r = Redirect::to("/inbox").into_response();
     r.headers_mut().insert(
         header::SET_COOKIE,
@@ -338,7 +126,7 @@ pub(crate) async fn signout(
         return r.into_response();
     }
     if let Some(id) = cookie_of(&headers) {
-        s.sessions.map.lock().expect("sessions").remove(&id);
+        s.sessions.end(&id);
     }
     let mut r = Redirect::to("/signin?msg=Signed%20out.").into_response();
     r.headers_mut().insert(
@@ -346,45 +134,6 @@ pub(crate) async fn signout(
         format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0").parse().expect("a cookie header"),
     );
     r
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-fn age(created_at: &str) -> String {
-    let Ok(t) = chrono::DateTime::parse_from_rfc3339(created_at) else { return created_at.to_string() };
-    let secs = (chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds().max(0);
-    match secs {
-        0..=59 => format!("{secs} s ago"),
-        60..=3599 => format!("{} min ago", secs / 60),
-        3600..=86_399 => format!("{} h ago", secs / 3600),
-        _ => format!("{} d ago", secs / 86_400),
-    }
-}
-
-/// A drafted action as a person reads it in a list: `item bolt, qty 65, supplier acme`
-/// (each field and its value, text unquoted; a nested value as compact JSON). The raw JSON
-/// is on the proposal's page, on request.
-fn action_words(action: &Value) -> String {
-    let plain = |v: &Value| match v {
-        Value::String(t) => t.clone(),
-        Value::Null => "none".to_string(),
-        other => other.to_string(),
-    };
-    match action {
-        Value::Object(fields) => fields
-            .iter()
-            .map(|(k, v)| format!("{} {}", k.replace('_', " "), plain(v)))
-            .collect::<Vec<_>>()
-            .join(", "),
-        other => plain(other),
-    }
 }
 
 fn inbox_rows(s: &Shared) -> String {
@@ -488,30 +237,6 @@ pub(crate) async fn inbox_events(State(s): State<Arc<Shared>>, headers: HeaderMa
     });
     let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) });
     Sse::new(stream).keep_alive(KeepAlive::default()).into_response()
-}
-
-/// Rows as an HTML table, columns in the order `table` declares them.
-fn rows_table(s: &Shared, table: &str, rows: &[Value]) -> String {
-    let Some(first) = rows.first().and_then(Value::as_object) else {
-        return r#"<p class="muted">No rows.</p>"#.into();
-    };
-    let declared: Vec<&String> =
-        s.ls.spec().table(table).map(|t| t.columns.keys().collect()).unwrap_or_default();
-    let cols: Vec<&String> = if declared.is_empty() { first.keys().collect() } else { declared };
-    let mut out = String::from("<table><thead><tr>");
-    for c in &cols {
-        out.push_str(&format!(r#"<th scope="col">{}</th>"#, esc(c)));
-    }
-    out.push_str("</tr></thead><tbody>");
-    for r in rows {
-        out.push_str("<tr>");
-        for c in &cols {
-            out.push_str(&format!("<td>{}</td>", esc(&text(&r[c.as_str()]))));
-        }
-        out.push_str("</tr>");
-    }
-    out.push_str("</tbody></table>");
-    out
 }
 
 pub(crate) async fn proposal(
@@ -748,39 +473,6 @@ pub(crate) async fn lineage(
         events = if events.is_empty() { "<li class=\"muted\">none yet</li>".into() } else { events },
     );
     page(&format!("Lineage of {id}"), Some((&caller.0, &csrf)), &body)
-}
-
-fn sparkline(samples: &[(i64, Option<u64>)], budget_ms: u64) -> String {
-    let points: Vec<(i64, u64)> = samples.iter().filter_map(|(t, l)| l.map(|l| (*t, l))).collect();
-    if points.len() < 2 {
-        return r#"<span class="muted">collecting</span>"#.into();
-    }
-    let (t0, t1) = (points[0].0, points.last().expect("two points").0.max(points[0].0 + 1));
-    let max = points.iter().map(|p| p.1).max().unwrap_or(1).max(budget_ms).max(1) as f64;
-    let xy: Vec<String> = points
-        .iter()
-        .map(|(t, l)| {
-            format!("{:.1},{:.1}", (t - t0) as f64 / (t1 - t0) as f64 * 100.0, 20.0 - *l as f64 / max * 20.0)
-        })
-        .collect();
-    let budget_y = 20.0 - budget_ms as f64 / max * 20.0;
-    format!(
-        r#"<svg class="spark" viewBox="0 0 100 20" preserveAspectRatio="none" role="img" aria-label="lag over the last hour, at most {peak} ms"><line x1="0" x2="100" y1="{budget_y:.1}" y2="{budget_y:.1}"/><polyline points="{pts}"/></svg>"#,
-        peak = points.iter().map(|p| p.1).max().unwrap_or(0),
-        pts = xy.join(" ")
-    )
-}
-
-/// `12 commits, 1 compaction, 3.4 MiB, 0.8 s busy, 0.31 s CPU`.
-fn spend_text(s: &livestate_engine::spend::Spend) -> String {
-    format!(
-        "{} commits, {} compactions, {:.1} MiB, {:.1} s busy, {:.2} s CPU",
-        s.commits,
-        s.compactions,
-        s.bytes_written as f64 / (1024.0 * 1024.0),
-        s.busy_ms as f64 / 1000.0,
-        s.cpu_us as f64 / 1e6
-    )
 }
 
 pub(crate) async fn tables(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {

@@ -1,0 +1,213 @@
+//! Scans: a table's rows from its Parquet files (planned and decoded on every core), Arrow
+//! batches as rows, and the `record.events` archive.
+
+use super::*;
+
+impl Rows {
+    /// Keeps the rows for which `condition` holds, then at most `limit` of them.
+    ///
+    /// # Errors
+    /// [`EngineError::BadRequest`] when the condition fails on a row (an overflow, say).
+    pub fn select(&mut self, condition: Option<&Expr>, limit: Option<usize>) -> Result<(), EngineError> {
+        if let Some(cond) = condition {
+            let mut kept = Vec::with_capacity(self.rows.len());
+            for row in std::mem::take(&mut self.rows) {
+                let lookup = |n: &str| self.columns.iter().position(|c| c == n).map(|i| row[i].clone());
+                let holds = cond.holds(&lookup).map_err(|message| EngineError::BadRequest {
+                    table: self.receipt.table.clone(),
+                    message,
+                })?;
+                if holds {
+                    kept.push(row);
+                }
+            }
+            self.rows = kept;
+        }
+        if let Some(n) = limit {
+            self.rows.truncate(n);
+        }
+        Ok(())
+    }
+}
+
+/// Every row of `table` (as of the version the handle points at), merged.
+///
+/// # Errors
+/// Paimon or Arrow errors.
+pub async fn scan_all(table: &Table, ts: &TableSpec) -> Result<Vec<Vec<Value>>, EngineError> {
+    scan(table, ts, &[]).await
+}
+
+/// The rows of an Arrow batch of `ts`'s columns.
+///
+/// # Errors
+/// A column whose values do not decode.
+pub fn rows_of(batch: &arrow_array::RecordBatch, ts: &TableSpec) -> Result<Vec<Vec<Value>>, EngineError> {
+    crate::rows::from_batch(batch).map_err(|message| EngineError::Arrow { table: ts.name.clone(), message })
+}
+
+/// The row kinds (`+I`, `-U`, `+U`, `-D`) in the first column of an audit-log batch.
+///
+/// # Errors
+/// The first column holds no row kinds.
+pub fn row_kinds(batch: &arrow_array::RecordBatch) -> Result<Vec<String>, EngineError> {
+    use arrow_array::Array;
+    let col = batch.column(0);
+    let bad = || EngineError::Arrow {
+        table: "(changelog)".into(),
+        message: "first column is not a row kind".into(),
+    };
+    if let Some(s) = col.as_any().downcast_ref::<arrow_array::StringArray>() {
+        return Ok((0..s.len()).map(|i| s.value(i).to_string()).collect());
+    }
+    let k = col.as_any().downcast_ref::<arrow_array::Int8Array>().ok_or_else(bad)?;
+    (0..k.len())
+        .map(|i| {
+            paimon::spec::RowKind::from_value(k.value(i))
+                .map(|r| r.short_string().to_string())
+                .map_err(|_| bad())
+        })
+        .collect()
+}
+
+pub(crate) async fn scan(
+    table: &Table,
+    ts: &TableSpec,
+    filters: &[(usize, Value)],
+) -> Result<Vec<Vec<Value>>, EngineError> {
+    let full = TableId::state(&ts.name).full_name();
+    let has_snapshot = table
+        .snapshot_manager()
+        .get_latest_snapshot_id()
+        .await
+        .map_err(paimon_err(&full, "read snapshot"))?;
+    if has_snapshot.is_none() {
+        return Ok(Vec::new());
+    }
+    let mut rb = table.new_read_builder();
+    if !filters.is_empty() {
+        let pb = PredicateBuilder::new(table.schema().fields());
+        let mut preds = Vec::new();
+        for (idx, v) in filters {
+            let col = ts.columns.get_index(*idx).expect("index from get_index_of").0;
+            let p = match datum(v) {
+                Some(d) => pb.equal(col, d),
+                None => pb.is_null(col),
+            };
+            preds.push(p.map_err(paimon_err(&full, "filter"))?);
+        }
+        rb.with_filter(Predicate::and(preds));
+    }
+    let mut scan = rb.new_scan();
+    if ts.merge_engine == MergeEngine::FirstRow {
+        // Paimon readers skip level-0 files of first-row tables; until compaction moves them up,
+        // the merged view of every file is the table's content.
+        scan = scan.with_scan_all_files();
+    }
+    let plan = scan.plan().await.map_err(paimon_err(&full, "plan scan"))?;
+    plan_rows(&rb, &plan, &full).await
+}
+
+pub(crate) fn sort_by_key(ts: &TableSpec, rows: &mut [Vec<Value>]) {
+    let key_idx: Vec<usize> = ts.primary_key.iter().filter_map(|k| ts.columns.get_index_of(k)).collect();
+    rows.sort_by(|a, b| {
+        for &i in &key_idx {
+            let o = compare(&a[i], &b[i]).unwrap_or(std::cmp::Ordering::Equal);
+            if o.is_ne() {
+                return o;
+            }
+        }
+        std::cmp::Ordering::Equal
+    });
+}
+
+/// Every row of the `record.events` archive, in offset order (columns as in
+/// [`crate::schema::ARCHIVE_COLUMNS`]).
+///
+/// # Errors
+/// Paimon errors.
+pub async fn archive_rows(catalog: &Catalog) -> Result<Vec<Vec<Value>>, EngineError> {
+    let id = TableId::archive();
+    let full = id.full_name();
+    let table = catalog.table(id.identifier()).await.map_err(paimon_err(&full, "open"))?;
+    if table
+        .snapshot_manager()
+        .get_latest_snapshot_id()
+        .await
+        .map_err(paimon_err(&full, "read snapshot"))?
+        .is_none()
+    {
+        return Ok(Vec::new());
+    }
+    let rb = table.new_read_builder();
+    let plan = rb.new_scan().plan().await.map_err(paimon_err(&full, "plan scan"))?;
+    let mut rows = plan_rows(&rb, &plan, &full).await?;
+    rows.sort_by_key(|r| match r.first() {
+        Some(Value::Int(o)) => *o,
+        _ => i64::MAX,
+    });
+    Ok(rows)
+}
+
+/// Reads every split of `plan` and converts the batches into rows, in split order. Splits
+/// (buckets) are independent, so they are read and merged on their own tasks, as many at once
+/// as the machine has cores: a full scan of a table of several buckets uses every core.
+pub(crate) async fn plan_rows(
+    rb: &paimon::ReadBuilder<'_>,
+    plan: &paimon::Plan,
+    full: &str,
+) -> Result<Vec<Vec<Value>>, EngineError> {
+    let read = rb.new_read().map_err(paimon_err(full, "read"))?;
+    let streams = plan
+        .splits()
+        .iter()
+        .map(|split| read.to_arrow(std::slice::from_ref(split)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(paimon_err(full, "read"))?;
+    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(cores()));
+    // A JoinSet aborts its tasks when dropped: a read given up on stops reading.
+    let mut tasks = tokio::task::JoinSet::new();
+    let n = streams.len();
+    for (i, stream) in streams.into_iter().enumerate() {
+        let read = split_rows(stream, full.to_string(), permits.clone());
+        tasks.spawn(async move { (i, read.await) });
+    }
+    let mut parts: Vec<Vec<Vec<Value>>> = vec![Vec::new(); n];
+    while let Some(done) = tasks.join_next().await {
+        let (i, part) = done.map_err(|e| EngineError::Arrow {
+            table: full.to_string(),
+            message: format!("read task failed: {e}"),
+        })?;
+        parts[i] = part?;
+    }
+    let mut rows = Vec::with_capacity(parts.iter().map(Vec::len).sum());
+    for part in parts {
+        rows.extend(part);
+    }
+    Ok(rows)
+}
+
+/// The cores this process may use, asked once: the standard library reads the cgroup's quota
+/// files on every call, which a profile of repeated scans caught.
+pub(crate) fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get))
+}
+
+/// The rows of one split's stream, read once one of `permits` is free.
+pub(crate) async fn split_rows(
+    stream: paimon::table::ArrowRecordBatchStream,
+    full: String,
+    permits: std::sync::Arc<tokio::sync::Semaphore>,
+) -> Result<Vec<Vec<Value>>, EngineError> {
+    let _permit = permits.acquire_owned().await.expect("the semaphore is never closed");
+    let batches: Vec<_> = stream.try_collect().await.map_err(paimon_err(&full, "read"))?;
+    let mut rows = Vec::with_capacity(batches.iter().map(arrow_array::RecordBatch::num_rows).sum());
+    for b in &batches {
+        rows.extend(
+            crate::rows::from_batch(b)
+                .map_err(|message| EngineError::Arrow { table: full.clone(), message })?,
+        );
+    }
+    Ok(rows)
+}
