@@ -432,9 +432,15 @@ pub(crate) async fn metrics(State(s): State<Arc<Shared>>, caller: Caller) -> Res
     );
     family(
         "livestate_table_cpu_seconds_total",
-        "CPU time of the table's commits and compactions (thread CPU time of their polls).",
+        "CPU time of the table's commits and compactions (thread CPU time of their polls) and its share of derivation.",
         "counter",
         spent(&|sp| sp.cpu_us as f64 / 1e6),
+    );
+    family(
+        "livestate_table_derive_cpu_seconds_total",
+        "Of the table's CPU time, its share of derivation: the CPU time of applying each chunk of events, shared by the row operations each table received.",
+        "counter",
+        spent(&|sp| sp.derive_cpu_us as f64 / 1e6),
     );
     family(
         "livestate_record_next_offset",

@@ -16,6 +16,7 @@ use crate::layout::{Layout, Status, TableProgress};
 use crate::quarantine::{Quarantine, Quarantined};
 use crate::schema::{ARCHIVE_TABLE, RECORD_DB, STATE_DB};
 use crate::sink::{TableLocks, TableSink};
+use crate::spend::{apportion, cpu_timed};
 use crate::tail::{Tail, Taken};
 use crate::upkeep::Upkeep;
 use crate::window::Tracking;
@@ -83,6 +84,8 @@ pub struct Derivers {
     tail: Arc<Tail>,
     /// Row operations that failed, set aside (written before any commit covering them).
     quarantine: Quarantine,
+    /// By slot in `tables`: row operations applied in the current chunk (to share its CPU time).
+    ops_in_chunk: Vec<u64>,
 }
 
 /// How long the derivers wait for an acknowledged event to reach the tail before they read it
@@ -218,6 +221,7 @@ impl Derivers {
         let positions =
             tables.iter().map(|t| (t.sink.name_in_spec().to_string(), t.sink.position())).collect();
         let quarantine = Quarantine::open(layout, &positions)?;
+        let ops_in_chunk = vec![0; tables.len()];
         Ok(Derivers {
             layout: layout.clone(),
             tables,
@@ -229,6 +233,7 @@ impl Derivers {
             decoder: None,
             tail: Arc::clone(tail),
             quarantine,
+            ops_in_chunk,
         })
     }
 
@@ -267,9 +272,21 @@ impl Derivers {
         let events = self.next_events(record, spec, from, head).await?;
         let n = events.len() as u64;
         let end = events.last().map_or(from, |e| e.offset + 1);
-        let mut rows = 0;
-        for ev in events {
-            rows += self.apply(spec, ev).await.inspect_err(|_| self.decoder = None)?;
+        // The chunk's CPU time, shared among the tables by the row operations each received
+        // (crate::spend: what a table's freshness costs includes its derivation).
+        self.ops_in_chunk.iter_mut().for_each(|o| *o = 0);
+        let (applied, cpu) = cpu_timed(async {
+            let mut rows = 0;
+            for ev in events {
+                rows += self.apply(spec, ev).await?;
+            }
+            Ok::<u64, EngineError>(rows)
+        })
+        .await;
+        let rows = applied.inspect_err(|_| self.decoder = None)?;
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        for (t, share) in self.tables.iter().zip(apportion(cpu, &self.ops_in_chunk)) {
+            t.sink.spend.derivation(now_ms, share);
         }
         // Before any commit or status covers the chunk's offsets.
         self.quarantine.flush()?;
@@ -403,7 +420,8 @@ impl Derivers {
             t.commit(false).await?;
         }
         for op in ops {
-            let sink = &mut self.tables[slot_of(&op.table)].sink;
+            let slot = slot_of(&op.table);
+            let sink = &mut self.tables[slot].sink;
             if offset < sink.position() {
                 continue;
             }
@@ -412,6 +430,7 @@ impl Derivers {
                 Action::Delete => RowKind::Delete,
             };
             sink.push((kind, op.row), recorded_at_ms).await?;
+            self.ops_in_chunk[slot] += 1;
             rows += 1;
         }
         Ok(rows)

@@ -8,9 +8,14 @@
 //! it wrote and its wall time). Beside the wall time, which on a busy machine includes waiting
 //! for a core, each commit and compaction counts its CPU time: the thread CPU time of every poll
 //! of its future ([`cpu_timed`]), on whichever worker thread ran it. Work a future hands to
-//! another thread (a blocking file call) is not in it. What the deriving thread spends merging a
-//! table's operations into its window is not in it either (one event's mappings feed several
-//! tables at once).
+//! another thread (a blocking file call) is not in it.
+//!
+//! Derivation counts too: the CPU time the derivers spend applying a chunk of events (running
+//! the mappings, merging each row operation into its table's window, tracking before and after)
+//! is measured per chunk and shared among the tables by the row operations each received
+//! ([`apportion`]): one event's mappings feed several tables at once, so a share is an
+//! attribution, not a separate measurement. Parsing an event is not in it (done once, at
+//! append, for every table alike).
 //! The derivers publish each table's [`TableSpend`] in their status (`GET /v1/tables`,
 //! `/metrics`, `livestate tables`).
 
@@ -33,10 +38,13 @@ pub struct Spend {
     pub bytes_written: u64,
     /// Wall time of those commits and compactions, in milliseconds.
     pub busy_ms: u64,
-    /// CPU time of those commits and compactions, in microseconds (absent in a status file
-    /// written before it was measured: 0).
+    /// CPU time of those commits and compactions and the table's share of derivation, in
+    /// microseconds (absent in a status file written before it was measured: 0).
     #[serde(default)]
     pub cpu_us: u64,
+    /// Of `cpu_us`, the table's share of derivation: applying events to its window.
+    #[serde(default)]
+    pub derive_cpu_us: u64,
 }
 
 impl Spend {
@@ -47,6 +55,7 @@ impl Spend {
         self.bytes_written += o.bytes_written;
         self.busy_ms += o.busy_ms;
         self.cpu_us += o.cpu_us;
+        self.derive_cpu_us += o.derive_cpu_us;
     }
 }
 
@@ -99,6 +108,14 @@ impl SpendMeter {
         self.add(now_ms, &Spend { cpu_us: micros(cpu), ..Default::default() });
     }
 
+    /// The table's share `cpu` of the CPU time spent applying a chunk of events.
+    pub fn derivation(&self, now_ms: i64, cpu: Duration) {
+        let us = micros(cpu);
+        if us > 0 {
+            self.add(now_ms, &Spend { cpu_us: us, derive_cpu_us: us, ..Default::default() });
+        }
+    }
+
     /// A data commit that wrote `files` files of `bytes` bytes in `took`.
     pub fn commit(&self, now_ms: i64, files: u64, bytes: u64, took: Duration) {
         let busy_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
@@ -142,6 +159,21 @@ fn micros(d: Duration) -> u64 {
 }
 
 /// Runs `f`, returning its output and the CPU time its polls took (see the module doc).
+/// `cpu` shared by weight: each share is `cpu × ops[i] / Σ ops` (rounded down to a
+/// microsecond); all zero when no operation was counted.
+pub(crate) fn apportion(cpu: Duration, ops: &[u64]) -> Vec<Duration> {
+    let total: u128 = ops.iter().map(|&o| u128::from(o)).sum();
+    ops.iter()
+        .map(|&o| {
+            if total == 0 {
+                return Duration::ZERO;
+            }
+            let us = cpu.as_micros() * u128::from(o) / total;
+            Duration::from_micros(u64::try_from(us).unwrap_or(u64::MAX))
+        })
+        .collect()
+}
+
 pub(crate) async fn cpu_timed<F: Future>(f: F) -> (F::Output, Duration) {
     let mut f = std::pin::pin!(f);
     let mut cpu = Duration::ZERO;
@@ -194,7 +226,8 @@ mod tests {
                 files_written: 4,
                 bytes_written: 2_700,
                 busy_ms: 48,
-                cpu_us: 32_500
+                cpu_us: 32_500,
+                derive_cpu_us: 0,
             }
         );
         assert_eq!((r.total, r.since_ms), (r.last_hour, start));
@@ -217,6 +250,19 @@ mod tests {
         assert_eq!(m.0.lock().unwrap().minutes.len(), 1);
         assert_eq!(m.read(start + 200 * MIN).last_hour.commits, 1);
         assert_eq!(m.read(start + 200 * MIN).total.commits, 3);
+    }
+
+    #[test]
+    fn derivation_cpu_is_shared_by_the_row_operations_each_table_received() {
+        let shares = apportion(Duration::from_micros(1_000), &[3, 1, 0]);
+        assert_eq!(shares, vec![Duration::from_micros(750), Duration::from_micros(250), Duration::ZERO]);
+        assert_eq!(apportion(Duration::from_millis(5), &[0, 0]), vec![Duration::ZERO; 2]);
+        let m = SpendMeter::new(0);
+        m.derivation(1_000, shares[0]);
+        m.derivation(2_000, Duration::ZERO);
+        m.commit_cpu(3_000, Duration::from_micros(250));
+        let spent = m.read(4_000).total;
+        assert_eq!((spent.cpu_us, spent.derive_cpu_us), (1_000, 750), "derivation is part of the CPU time");
     }
 
     #[tokio::test]
