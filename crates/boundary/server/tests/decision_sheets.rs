@@ -251,6 +251,34 @@ async fn decision_kinds_are_listed_for_agents_and_a_proposal_of_an_undeclared_ki
     assert!(e.to_string().contains("kind `replenishment_order`, which the spec does not declare"), "{e}");
 }
 
+/// Whether stock's Paimon changelog holds a change of bolt at north after `snapshot`.
+async fn stock_key_changed_after(server: &TestServer, snapshot: i64) -> bool {
+    use futures::TryStreamExt;
+    let layout = livestate_engine::Layout::new(&server.dir).unwrap();
+    let catalog = livestate_engine::open_catalog(&layout).unwrap();
+    let table = catalog.table(livestate_engine::TableId::state("stock").identifier()).await.unwrap();
+    let latest = table.snapshot_manager().get_latest_snapshot_id().await.unwrap().unwrap();
+    let rb = table.new_read_builder();
+    let plan = rb
+        .new_incremental_scan(paimon::IncrementalScanMode::Changelog, snapshot, latest)
+        .plan()
+        .await
+        .unwrap();
+    let batches: Vec<arrow_array::RecordBatch> =
+        rb.new_read().unwrap().to_audit_log_arrow(&plan).unwrap().try_collect().await.unwrap();
+    let spec = livestate_engine::load_spec(&layout).unwrap();
+    let ts = spec.table("stock").unwrap();
+    let (item, location) =
+        (ts.columns.get_index_of("item").unwrap(), ts.columns.get_index_of("location").unwrap());
+    batches.iter().any(|b| {
+        let user = b.project(&(1..b.num_columns()).collect::<Vec<_>>()).unwrap();
+        livestate_engine::read::rows_of(&user, ts).unwrap().iter().any(|row| {
+            row[item] == livestate_spec::Value::String("bolt".into())
+                && row[location] == livestate_spec::Value::String("north".into())
+        })
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_history_of_a_kind_counts_decisions_changes_before_them_staleness_and_split_reads() {
     let server = start().await;
@@ -263,14 +291,16 @@ async fn the_history_of_a_kind_counts_decisions_changes_before_them_staleness_an
 
     // 1: on hand is recounted after the agent read it, then approved.
     let read = read_all(&server).await;
-    let p1 = agent.propose(&replenishment(all(&read))).await.unwrap().id;
+    let proposed1 = agent.propose(&replenishment(all(&read))).await.unwrap();
+    let p1 = proposed1.id.clone();
     let recount =
         event("c2", "inventory.stock_counted", json!({"item": "bolt", "location": "north", "on_hand": 20}));
     inventory.emit(&recount).await.unwrap();
     ana.decide(&p1, true, "needed").await.unwrap();
     // 2: nothing changes before it is rejected.
     let read = read_all(&server).await;
-    let p2 = agent.propose(&replenishment(all(&read))).await.unwrap().id;
+    let proposed2 = agent.propose(&replenishment(all(&read))).await.unwrap();
+    let p2 = proposed2.id.clone();
     ana.decide(&p2, false, "not now").await.unwrap();
     // 3: stock read, another event, the offer read apart 50 ms later; left pending. Stock is
     // then stale by the time since that event: over inbound's 1 ms need, within the others'.
@@ -310,6 +340,15 @@ async fn the_history_of_a_kind_counts_decisions_changes_before_them_staleness_an
     assert_eq!(input("pack_size").changed_before_decision, 0);
     assert_eq!((input("inbound").lag_known, input("inbound").staler_than_needed), (3, 1));
     assert_eq!(input("on_hand").staler_than_needed, 0, "a minute's need");
+
+    // The history carries each cited row through the record (kept for good); the Paimon
+    // changelog, while its snapshots are kept, tells the same story: after proposal 1's
+    // snapshot bolt at north changed, after proposal 2's it did not.
+    let pinned = |p: &livestate_client::Proposed| {
+        p.tags.as_ref().unwrap().iter().find(|t| t.table == "stock").unwrap().snapshot_id
+    };
+    assert!(stock_key_changed_after(&server, pinned(&proposed1)).await);
+    assert!(!stock_key_changed_after(&server, pinned(&proposed2)).await);
 
     // A window that ends before them holds none; an undeclared kind and a bad window are refused.
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
