@@ -1,5 +1,6 @@
 //! livestate over HTTP: `livestate serve` on the ingested directory, point lookups through the
-//! API with an agent's token, one at a time on a kept-alive connection.
+//! API with an agent's token, one at a time on a kept-alive connection, from a client on a thread
+//! of its own (see [`crate::process::on_one_thread`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -46,7 +47,7 @@ pub async fn lookups(dir: &Path, item_locations: usize, n: usize) -> Result<(Lat
     let bin = livestate_bin()?;
     let dir_s = dir.to_string_lossy().to_string();
     let out = Command::new(&bin)
-        .args(["token", "add", "--dir", &dir_s, "agent:bench"])
+        .args(["token", "add", "--dir", &dir_s, &format!("agent:bench-{}", std::process::id())])
         .output()
         .map_err(BenchError::io("run", &bin))?;
     if !out.status.success() {
@@ -62,25 +63,30 @@ pub async fn lookups(dir: &Path, item_locations: usize, n: usize) -> Result<(Lat
         .spawn()
         .map_err(BenchError::io("run", &bin))?;
     let serving = Serving(child);
-    let client = livestate_client::Client::new(&format!("http://{listen}"), &token)?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while client.whoami().await.is_err() {
-        if Instant::now() > deadline {
-            return Err(BenchError::peer(WHO, "did not answer within 60 s"));
+    let base = format!("http://{listen}");
+    let reads = crate::process::on_one_thread(move || async move {
+        let client = livestate_client::Client::new(&base, &token)?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while client.whoami().await.is_err() {
+            if Instant::now() > deadline {
+                return Err(BenchError::peer(WHO, "did not answer within 60 s"));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let mut out = Vec::with_capacity(n);
-    for j in 0..n {
-        let (item, loc) = key((j * 7919) % item_locations.max(1));
-        let t = Instant::now();
-        let answer = client.rows("stock", &[("item", &item), ("location", loc)]).await?;
-        out.push(t.elapsed());
-        let rows = answer.rows.len();
-        if rows != 1 {
-            return Err(BenchError::peer(WHO, format!("{item} at {loc}: {rows} rows")));
+        let mut out = Vec::with_capacity(n);
+        for j in 0..n {
+            let (item, loc) = key((j * 7919) % item_locations.max(1));
+            let t = Instant::now();
+            let answer = client.rows("stock", &[("item", &item), ("location", loc)]).await?;
+            out.push(t.elapsed());
+            let rows = answer.rows.len();
+            if rows != 1 {
+                return Err(BenchError::peer(WHO, format!("{item} at {loc}: {rows} rows")));
+            }
         }
-    }
+        Ok(out)
+    });
+    let mut out = reads.await?;
     let pss: u64 = tree(serving.0.id()).into_iter().filter_map(pss_kib).sum();
     drop(serving);
     Ok((Latencies::of(&mut out), pss as f64 / 1024.0))

@@ -103,6 +103,17 @@ enum Step {
         #[arg(long)]
         lookups: usize,
     },
+    /// Point reads of `stock` over HTTP alone (a fresh `livestate serve` on an ingested
+    /// directory), for A/B runs and profiles of that step.
+    #[command(hide = true, name = "child-http")]
+    Http {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long)]
+        item_locations: usize,
+        #[arg(long)]
+        lookups: usize,
+    },
     #[command(hide = true, name = "child-freshness")]
     Freshness {
         #[arg(long)]
@@ -156,6 +167,11 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
         Some(Step::Digests { dir }) => json(&engine::digests_of(&dir).await?),
         Some(Step::Reads { dir, item_locations, lookups }) => {
             json(&engine::reads_of(&dir, item_locations, lookups).await?)
+        }
+        Some(Step::Http { dir, item_locations, lookups }) => {
+            let (latencies, serve_mib) =
+                livestate_bench::http::lookups(&dir, item_locations, lookups).await?;
+            json(&serde_json::json!({"latencies": latencies, "serve_pss_mib": serve_mib}))
         }
         Some(Step::Freshness { dir, item_locations, seed, rate, seconds }) => {
             json(&engine::freshness(&dir, item_locations, seed, rate, seconds).await?)

@@ -196,13 +196,17 @@ impl Server {
         std::fs::read_to_string(self.data.join("postmaster.pid")).ok()?.lines().next()?.trim().parse().ok()
     }
 
+    /// The connection string of the bench database.
+    fn conninfo(&self) -> String {
+        format!("host=127.0.0.1 port={} user=bench dbname=postgres", self.port)
+    }
+
     /// A new connection.
     ///
     /// # Errors
     /// The server refusing it.
     pub async fn connect(&self) -> Result<Client> {
-        let conf = format!("host=127.0.0.1 port={} user=bench dbname=postgres", self.port);
-        let (client, conn) = tokio_postgres::connect(&conf, NoTls).await?;
+        let (client, conn) = tokio_postgres::connect(&self.conninfo(), NoTls).await?;
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 eprintln!("PostgreSQL connection ended: {e}");
@@ -580,11 +584,26 @@ pub async fn digests(c: &Client) -> Result<Vec<TableDigest>> {
     Ok(out)
 }
 
-/// `n` point lookups of stock rows by primary key (every column decoded).
+/// `n` point lookups of stock rows by primary key (every column decoded), on a connection of
+/// their own from a client on a thread of its own (see [`crate::process::on_one_thread`]).
 ///
 /// # Errors
 /// PostgreSQL errors; a key not found.
-pub async fn lookups(c: &Client, item_locations: usize, n: usize) -> Result<Latencies> {
+pub async fn lookups(s: &Server, item_locations: usize, n: usize) -> Result<Latencies> {
+    let conf = s.conninfo();
+    crate::process::on_one_thread(move || async move {
+        let (c, conn) = tokio_postgres::connect(&conf, NoTls).await?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                eprintln!("PostgreSQL connection ended: {e}");
+            }
+        });
+        lookups_on(&c, item_locations, n).await
+    })
+    .await
+}
+
+async fn lookups_on(c: &Client, item_locations: usize, n: usize) -> Result<Latencies> {
     let stmt = c.prepare("SELECT * FROM stock WHERE item = $1 AND location = $2").await?;
     let mut out = Vec::with_capacity(n);
     for j in 0..n {

@@ -73,3 +73,35 @@ impl Drop for Serving {
         let _ = self.0.wait();
     }
 }
+
+/// Runs `step` on a thread of its own with a current-thread runtime, and waits for it.
+///
+/// Point reads are timed this way, PostgreSQL's and livestate's alike: a request future and
+/// its client's connection task (tokio-postgres and hyper both spawn one) share one thread, so
+/// no read pays for waking a second thread on the client's side. On the benchmark's
+/// multi-thread runtime each read crossed threads twice (the calling thread to the connection
+/// task and back), and that cost more client CPU than the server spent answering
+/// (docs/BENCHMARKS.md, "HTTP point reads, third look").
+///
+/// # Errors
+/// `step`'s own; a runtime that cannot start.
+pub(crate) async fn on_one_thread<T, F, Fut>(step: F) -> Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("bench-client".into())
+        .spawn(move || {
+            let answer = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(BenchError::io("start", "a current-thread runtime"))
+                .and_then(|rt| rt.block_on(step()));
+            let _ = tx.send(answer);
+        })
+        .map_err(BenchError::io("start", "a client thread"))?;
+    rx.await.map_err(|_| BenchError::peer("bench", "the client thread ended without an answer"))?
+}

@@ -326,7 +326,7 @@ async fn run_in(o: &Options, p: &Plan, work: &Path) -> Result<Results> {
         }
         drop(text);
         let t = step(&mut n, "PostgreSQL: point lookups and full scans of the last ingest's tables");
-        let lookups = postgres::lookups(&c, p.item_locations, p.pg_lookups).await?;
+        let lookups = postgres::lookups(&server, p.item_locations, p.pg_lookups).await?;
         let (scan_rows, scan_seconds) = postgres::scan(&c).await?;
         pg = Some(postgres::Figures {
             version: server.version.clone(),
