@@ -121,6 +121,17 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// How requests read state tables: this process's reader (lag against its record, keys by
+    /// its lookup index).
+    pub(crate) fn reader(&self) -> livestate_engine::Reader<'_> {
+        self.ls.reader()
+    }
+
+    /// Every table's health, with the serving process's maintainers (their tag caches).
+    pub(crate) async fn table_infos(&self) -> Result<Vec<livestate_engine::TableInfo>, ApiError> {
+        Ok(self.reader().tables(Some(&self.maintainers)).await?)
+    }
+
     /// Raises the head after an append.
     fn appended(&self) {
         self.head.send_replace(self.ls.record().next_offset());

@@ -9,7 +9,7 @@ use axum::http::header;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use livestate_engine::read::{parse_where, read_where};
+use livestate_engine::read::parse_where;
 use livestate_engine::{At, EngineError, ReadRequest, Rows};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -49,15 +49,7 @@ pub(crate) async fn read_rows(
         None => None,
     };
     let req = ReadRequest { table: table.to_string(), keys, at };
-    let mut rows = read_where(
-        s.ls.catalog(),
-        s.ls.spec(),
-        &req,
-        condition.as_ref(),
-        &s.ls.lag_source(),
-        Some(s.ls.index()),
-    )
-    .await?;
+    let mut rows = s.reader().read_where(&req, condition.as_ref()).await?;
     rows.select(None, Some(limit.unwrap_or(DEFAULT_LIMIT)))?;
     Ok(rows)
 }
@@ -71,9 +63,7 @@ pub(crate) fn rows_json(rows: &Rows) -> Value {
         (status = 401, description = "No valid token"), (status = 403, description = "The caller may not read")))]
 pub(crate) async fn tables(State(s): State<Arc<Shared>>, caller: Caller) -> Result<Json<Value>, ApiError> {
     caller.require(Permission::Read)?;
-    let infos =
-        livestate_engine::read::tables(s.ls.catalog(), s.ls.spec(), &s.ls.lag_source(), Some(&s.maintainers))
-            .await?;
+    let infos = s.table_infos().await?;
     Ok(Json(serde_json::to_value(infos).map_err(ApiError::internal)?))
 }
 
@@ -330,9 +320,7 @@ fn label(v: &str) -> String {
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
 pub(crate) async fn metrics(State(s): State<Arc<Shared>>, caller: Caller) -> Result<Response, ApiError> {
     caller.require(Permission::Read)?;
-    let infos =
-        livestate_engine::read::tables(s.ls.catalog(), s.ls.spec(), &s.ls.lag_source(), Some(&s.maintainers))
-            .await?;
+    let infos = s.table_infos().await?;
     let now = chrono::Utc::now();
     let mut out = String::new();
     let mut family = |name: &str, help: &str, kind: &str, rows: Vec<(String, f64)>| {
@@ -535,8 +523,7 @@ pub(crate) async fn sql(
     let queries = &s.config.sql;
     let rows = req.limit.unwrap_or(queries.limits().rows).clamp(1, SQL_MAX_ROWS);
     // Dropping this future (the client went away) aborts the query's work.
-    let answer =
-        queries.run(&caller.0.name, s.ls.catalog(), s.ls.spec(), &s.ls.lag_source(), &req.query, rows).await;
+    let answer = queries.run(&caller.0.name, &s.reader(), &req.query, rows).await;
     match answer {
         Ok(answer) => Ok(Json(serde_json::to_value(answer).map_err(ApiError::internal)?).into_response()),
         Err(e) => Ok(sql_error(e)),

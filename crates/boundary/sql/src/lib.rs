@@ -35,11 +35,10 @@
 //! above apply to whatever it produces. Every answer carries a receipt per table read.
 //!
 //! ```no_run
-//! # async fn example(catalog: &livestate_engine::Catalog, spec: &livestate_spec::CompanySpec,
-//! #     lag: &livestate_engine::LagSource<'_>) -> Result<(), livestate_sql::SqlError> {
+//! # async fn example(ls: &livestate_engine::Livestate) -> Result<(), livestate_sql::SqlError> {
 //! use livestate_sql::{Limits, Queries};
 //! let queries = Queries::new(Limits { time: std::time::Duration::from_secs(5), ..Limits::default() });
-//! let answer = queries.run("agent:procurement", catalog, spec, lag, "SELECT count(*) AS n FROM stock", 10).await?;
+//! let answer = queries.run("agent:procurement", &ls.reader(), "SELECT count(*) AS n FROM stock", 10).await?;
 //! println!("{:?} truncated: {}", answer.rows, answer.truncated);
 //! # Ok(()) }
 //! ```
@@ -63,8 +62,7 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use futures::StreamExt;
-use livestate_engine::{At, Catalog, LagSource, Receipt};
-use livestate_spec::CompanySpec;
+use livestate_engine::{At, Catalog, Reader, Receipt};
 use paimon::catalog::Identifier;
 use paimon_datafusion::PaimonTableProvider;
 use serde::Serialize;
@@ -239,19 +237,13 @@ pub fn check_read_only(plan: &LogicalPlan) -> Result<Vec<String>, SqlError> {
     }
 }
 
-/// Runs one read-only `sql` query over the state tables of `spec` under `limits`, on threads
-/// started for it (as `livestate sql` does; a server keeps one [`Queries`] for all).
+/// Runs one read-only `sql` query over the state tables `reader` reads under `limits`, on
+/// threads started for it (as `livestate sql` does; a server keeps one [`Queries`] for all).
 ///
 /// # Errors
 /// As [`Queries::run`].
-pub async fn query(
-    catalog: &Catalog,
-    spec: &CompanySpec,
-    lag: &LagSource<'_>,
-    sql: &str,
-    limits: Limits,
-) -> Result<Answer, SqlError> {
-    Queries::new(limits).run("local", catalog, spec, lag, sql, limits.rows).await
+pub async fn query(reader: &Reader<'_>, sql: &str, limits: Limits) -> Result<Answer, SqlError> {
+    Queries::new(limits).run("local", reader, sql, limits.rows).await
 }
 
 /// What the task on the query threads hands back: only JSON, so nothing recursive of the
@@ -264,8 +256,8 @@ struct Ran {
 }
 
 impl Queries {
-    /// Runs one read-only `sql` query of `principal` over the state tables of `spec`, with at
-    /// most `rows` rows in the answer (and at most [`Limits::output_bytes`] of them).
+    /// Runs one read-only `sql` query of `principal` over the state tables `reader` reads, with
+    /// at most `rows` rows in the answer (and at most [`Limits::output_bytes`] of them).
     ///
     /// # Errors
     /// [`SqlError::TextTooLong`] and [`SqlError::TooComplex`] before anything runs;
@@ -277,9 +269,7 @@ impl Queries {
     pub async fn run(
         &self,
         principal: &str,
-        catalog: &Catalog,
-        spec: &CompanySpec,
-        lag: &LagSource<'_>,
+        reader: &Reader<'_>,
         sql: &str,
         rows: usize,
     ) -> Result<Answer, SqlError> {
@@ -287,7 +277,7 @@ impl Queries {
         shape::check(sql, &limits)?;
         let permit = self.admit(principal)?;
         let work = async move {
-            let (tables, text, registered) = tables(catalog, spec, lag, sql).await?;
+            let (tables, text, registered) = tables(reader, sql).await?;
             let memory = Arc::clone(&self.inner.memory);
             // The permit lives as long as the work, which may outlive the caller by the time
             // an abort takes to land.
@@ -362,17 +352,16 @@ fn session(
 /// receipt of each registered name.
 #[allow(clippy::type_complexity)]
 async fn tables(
-    catalog: &Catalog,
-    spec: &CompanySpec,
-    lag: &LagSource<'_>,
+    reader: &Reader<'_>,
     sql: &str,
 ) -> Result<(Vec<(String, Arc<PaimonTableProvider>)>, String, HashMap<String, (String, Receipt)>), SqlError> {
     let mut tables = Vec::new();
     // Pin every table to its current latest snapshot, so the receipt names exactly what
     // the scan reads even if a commit lands meanwhile.
     let mut registered: HashMap<String, (String, Receipt)> = HashMap::new();
+    let (catalog, spec) = (reader.catalog(), reader.spec());
     for ts in spec.tables.values() {
-        let receipt = livestate_engine::read::receipt(catalog, spec, &ts.name, &At::Latest, lag).await?;
+        let receipt = reader.receipt(&ts.name, &At::Latest).await?;
         let provider = provider(catalog, &ts.name, receipt.snapshot_id.map(At::Snapshot)).await?;
         tables.push((ts.name.clone(), provider));
         registered.insert(ts.name.clone(), (ts.name.clone(), receipt));
@@ -387,9 +376,7 @@ async fn tables(
                 spec.tables.keys().cloned().collect::<Vec<_>>().join(", ")
             )));
         }
-        let receipt = livestate_engine::read::receipt(catalog, spec, &v.table, &v.at, lag)
-            .await
-            .map_err(|e| SqlError::Version(e.to_string()))?;
+        let receipt = reader.receipt(&v.table, &v.at).await.map_err(|e| SqlError::Version(e.to_string()))?;
         let name = format!("{}__v{n}", v.table);
         let provider = provider(catalog, &v.table, Some(v.at.clone())).await?;
         tables.push((name.clone(), provider));

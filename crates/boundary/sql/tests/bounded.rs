@@ -19,7 +19,7 @@ async fn example() -> (tempfile::TempDir, Livestate) {
 }
 
 async fn run(ls: &Livestate, queries: &Queries, sql: &str) -> Result<livestate_sql::Answer, SqlError> {
-    queries.run("agent:test", ls.catalog(), ls.spec(), &ls.lag_source(), sql, 100).await
+    queries.run("agent:test", &ls.reader(), sql, 100).await
 }
 
 /// A query that runs for minutes unless stopped.
@@ -133,22 +133,21 @@ async fn queries_beyond_the_concurrency_limits_are_turned_away_naming_the_limit(
     let limits =
         Limits { time: Duration::from_secs(600), per_principal: 1, concurrent: 2, ..Limits::default() };
     let queries = Queries::new(limits);
-    let catalog = ls.catalog();
-    let lag = ls.lag_source();
-    let first = queries.run("agent:a", catalog, ls.spec(), &lag, ENDLESS, 1);
+    let reader = ls.reader();
+    let first = queries.run("agent:a", &reader, ENDLESS, 1);
     let busy = async {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let mine = queries.run("agent:a", catalog, ls.spec(), &lag, "SELECT 1", 1).await.unwrap_err();
+        let mine = queries.run("agent:a", &reader, "SELECT 1", 1).await.unwrap_err();
         assert!(matches!(&mine, SqlError::Busy(Busy::Principal { limit: 1, .. })), "{mine}");
         assert!(mine.is_retryable() && mine.kind() == ErrorKind::Unavailable);
         assert!(mine.to_string().contains("agent:a runs 1 already, the limit per principal"), "{mine}");
         // Another principal still gets in (the overall limit is 2).
-        let other = queries.run("agent:b", catalog, ls.spec(), &lag, "SELECT 1 AS one", 1).await.unwrap();
+        let other = queries.run("agent:b", &reader, "SELECT 1 AS one", 1).await.unwrap();
         assert_eq!(other.rows, vec![json!({"one": 1})]);
-        let second = queries.run("agent:b", catalog, ls.spec(), &lag, ENDLESS, 1);
+        let second = queries.run("agent:b", &reader, ENDLESS, 1);
         let third = async {
             tokio::time::sleep(Duration::from_millis(300)).await;
-            queries.run("agent:c", catalog, ls.spec(), &lag, "SELECT 1", 1).await.unwrap_err()
+            queries.run("agent:c", &reader, "SELECT 1", 1).await.unwrap_err()
         };
         tokio::select! {
             _ = second => panic!("the endless query ended"),

@@ -85,7 +85,7 @@ fn main() {
             dirs.push(dir);
         }
         let ls = Livestate::open(&dirs[1]).await.unwrap();
-        let lag = ls.lag_source();
+        let (indexed, files) = (ls.reader(), ls.reader().without_index());
         let mut rng = 0x2545_F491_4F6C_DD1Du64;
         let mut next = || {
             rng ^= rng << 13;
@@ -99,12 +99,10 @@ fn main() {
                 keys: vec![("item".into(), item(i)), ("location".into(), "north".into())],
                 at: At::Latest,
             };
-            let (ls, lag) = (&ls, &lag);
+            let reader = if index { &indexed } else { &files };
             async move {
                 let t = Instant::now();
-                let r = livestate_engine::read::read(ls.catalog(), ls.spec(), &req, lag, index.then_some(ls.index()))
-                    .await
-                    .unwrap();
+                let r = reader.read(&req).await.unwrap();
                 assert_eq!(r.rows.len(), 1);
                 assert_eq!(r.receipt.served_by, if index { livestate_engine::read::ServedBy::Index } else { livestate_engine::read::ServedBy::Paimon });
                 t.elapsed()

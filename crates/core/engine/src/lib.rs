@@ -48,7 +48,7 @@ pub use error::{EngineError, LineError};
 pub use follow::{BarrierRequest, Follow};
 pub use layout::{Layout, Status, TableProgress, WriteLock};
 pub use livestate_record::RecordError;
-pub use read::{At, LagSource, ReadRequest, Receipt, Rows, TableInfo};
+pub use read::{At, LagSource, ReadRequest, Reader, Receipt, Rows, SharedRead, TableInfo};
 pub use rederive::{RederiveReport, RederivedTable};
 pub use schema::TableId;
 pub use warehouse::{S3Location, Warehouse};
@@ -407,13 +407,19 @@ impl Livestate {
         self.lease.is_some()
     }
 
+    /// This process's reader: lag measured against its own record (see
+    /// [`Livestate::lag_source`]), keys answered by its lookup index.
+    pub fn reader(&self) -> Reader<'_> {
+        Reader::new(&self.catalog, &self.spec, self.lag_source(), Some(&self.index))
+    }
+
     /// Rows of a state table as `req` asks, with a receipt: a key's row from the lookup index,
     /// anything else from the table's files.
     ///
     /// # Errors
     /// As [`read::read`].
     pub async fn read(&self, req: &ReadRequest) -> Result<Rows, EngineError> {
-        read::read(&self.catalog, &self.spec, req, &self.lag_source(), Some(&self.index)).await
+        self.reader().read(req).await
     }
 
     /// Like [`Livestate::read`], always from the table's files (what another reader of the
@@ -422,7 +428,7 @@ impl Livestate {
     /// # Errors
     /// As [`read::read`].
     pub async fn read_files(&self, req: &ReadRequest) -> Result<Rows, EngineError> {
-        read::read(&self.catalog, &self.spec, req, &self.lag_source(), None).await
+        self.reader().without_index().read(req).await
     }
 
     /// Every row of the `record.events` archive table.
@@ -430,7 +436,7 @@ impl Livestate {
     /// # Errors
     /// As [`read::archive_rows`].
     pub async fn archive_rows(&self) -> Result<Vec<Vec<livestate_spec::Value>>, EngineError> {
-        read::archive_rows(&self.catalog).await
+        self.reader().archive_rows().await
     }
 
     /// The Paimon table of a state table, by name, to inspect.

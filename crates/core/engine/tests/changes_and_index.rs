@@ -170,17 +170,7 @@ async fn a_point_lookup_is_answered_by_the_index_with_the_same_row_and_receipt()
             at: livestate_engine::At::Latest,
         };
         let ls = &ls;
-        async move {
-            livestate_engine::read::read(
-                ls.catalog(),
-                ls.spec(),
-                &req,
-                &ls.lag_source(),
-                index.then_some(ls.index()),
-            )
-            .await
-            .unwrap()
-        }
+        async move { if index { ls.read(&req).await } else { ls.read_files(&req).await }.unwrap() }
     };
     let key = [("item", "part-1"), ("location", "north")];
     let from_index = read(&key, true).await;
@@ -364,16 +354,8 @@ async fn a_where_condition_reads_the_same_rows_from_the_index_and_from_paimon() 
                 keys: Vec::new(),
                 at: at.clone(),
             };
-            let rows = livestate_engine::read::read_where(
-                ls.catalog(),
-                ls.spec(),
-                &req,
-                Some(&expr),
-                &ls.lag_source(),
-                index.then_some(ls.index()),
-            )
-            .await
-            .unwrap();
+            let reader = if index { ls.reader() } else { ls.reader().without_index() };
+            let rows = reader.read_where(&req, Some(&expr)).await.unwrap();
             assert_eq!(
                 rows.receipt.served_by,
                 if index { ServedBy::Index } else { ServedBy::Paimon },

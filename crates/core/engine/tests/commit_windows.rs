@@ -13,10 +13,8 @@ use serde_json::{json, Value};
 /// Rows of `table` read from its Paimon files (no lookup index), and from the index.
 async fn paimon_and_index(ls: &Livestate, table: &str) -> (Vec<Value>, Vec<Value>) {
     let req = ReadRequest { table: table.into(), keys: vec![], at: At::Latest };
-    let lag = ls.lag_source();
-    let from_files = livestate_engine::read::read(ls.catalog(), ls.spec(), &req, &lag, None).await.unwrap();
-    let from_index =
-        livestate_engine::read::read(ls.catalog(), ls.spec(), &req, &lag, Some(ls.index())).await.unwrap();
+    let from_files = ls.read_files(&req).await.unwrap();
+    let from_index = ls.read(&req).await.unwrap();
     (from_files.json_rows(), from_index.json_rows())
 }
 

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use livestate_engine::index::key_bytes;
-use livestate_engine::{At, Derivers, Livestate, ReadRequest};
+use livestate_engine::{At, Derivers, Livestate, ReadRequest, Reader};
 use livestate_spec::Value;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
@@ -267,11 +267,11 @@ pub async fn ingest(dir: &Path, spec_dir: &Path, events: &Path, batch: usize) ->
 /// Engine errors.
 pub async fn digests_of(dir: &Path) -> Result<Vec<TableDigest>> {
     let ls = Livestate::open(dir).await?;
-    let lag = ls.lag_source();
+    let files = ls.reader().without_index();
     let mut out = Vec::new();
     for table in digest::TABLES {
         let req = ReadRequest { table: table.into(), keys: vec![], at: At::Latest };
-        let rows = livestate_engine::read::read(ls.catalog(), ls.spec(), &req, &lag, None).await?;
+        let rows = files.read(&req).await?;
         out.push(digest::of(table, rows.rows.iter().map(|r| r.iter().map(digest::cell).collect())));
     }
     Ok(out)
@@ -388,11 +388,11 @@ pub async fn reads(ls: &Livestate, item_locations: usize, lookups: usize) -> Res
             ));
         }
     }
-    let lag = ls.lag_source();
-    let mut read_api = timed_reads(ls, &lag, item_locations, (lookups / 10).max(10), true).await?;
-    let mut paimon_scan = timed_reads(ls, &lag, item_locations, (lookups / 200).max(5), false).await?;
-    let (scan_rows, scan_seconds) = full_scans(ls, &lag, None).await?;
-    let (index_rows, index_scan_seconds) = full_scans(ls, &lag, Some(ls.index())).await?;
+    let (indexed, files) = (ls.reader(), ls.reader().without_index());
+    let mut read_api = timed_reads(&indexed, item_locations, (lookups / 10).max(10)).await?;
+    let mut paimon_scan = timed_reads(&files, item_locations, (lookups / 200).max(5)).await?;
+    let (scan_rows, scan_seconds) = full_scans(&files).await?;
+    let (index_rows, index_scan_seconds) = full_scans(&indexed).await?;
     if index_rows != scan_rows {
         let message =
             format!("a full read gave {scan_rows} rows from Paimon and {index_rows} from the index");
@@ -410,18 +410,14 @@ pub async fn reads(ls: &Livestate, item_locations: usize, lookups: usize) -> Res
 }
 
 /// Rows and median seconds of three full reads of the stock table through the read API, with
-/// the lookup index or without it.
-async fn full_scans(
-    ls: &Livestate,
-    lag: &livestate_engine::LagSource<'_>,
-    index: Option<&livestate_engine::index::Index>,
-) -> Result<(u64, f64)> {
+/// the lookup index or without it (as `reader` is).
+async fn full_scans(reader: &Reader<'_>) -> Result<(u64, f64)> {
     let mut scans = Vec::new();
     let mut scan_rows = 0;
     for _ in 0..3 {
         let req = ReadRequest { table: FRESH_TABLE.into(), keys: vec![], at: At::Latest };
         let t = Instant::now();
-        let rows = livestate_engine::read::read(ls.catalog(), ls.spec(), &req, lag, index).await?;
+        let rows = reader.read(&req).await?;
         scans.push(t.elapsed().as_secs_f64());
         scan_rows = rows.rows.len() as u64;
     }
@@ -429,19 +425,12 @@ async fn full_scans(
     Ok((scan_rows, scans[1]))
 }
 
-/// `n` key reads through the read API, with the lookup index or without it.
-async fn timed_reads(
-    ls: &Livestate,
-    lag: &livestate_engine::LagSource<'_>,
-    item_locations: usize,
-    n: usize,
-    with_index: bool,
-) -> Result<Vec<Duration>> {
+/// `n` key reads through the read API, with the lookup index or without it (as `reader` is).
+async fn timed_reads(reader: &Reader<'_>, item_locations: usize, n: usize) -> Result<Vec<Duration>> {
     let mut out = Vec::with_capacity(n);
     for i in sample_keys(item_locations, n) {
-        let index = with_index.then_some(ls.index());
         let t = Instant::now();
-        let rows = livestate_engine::read::read(ls.catalog(), ls.spec(), &key_request(i), lag, index).await?;
+        let rows = reader.read(&key_request(i)).await?;
         out.push(t.elapsed());
         if rows.rows.len() != 1 {
             let message = format!("read of item-location {i} gave {} rows", rows.rows.len());

@@ -7,10 +7,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use livestate_engine::{
-    load_spec, open_catalog, read, At, Catalog, EngineError, Follow, LagSource, Layout, Livestate, Progress,
-    ReadRequest, Status,
+    At, EngineError, Follow, Layout, Livestate, Progress, ReadRequest, Reader, SharedRead,
 };
-use livestate_spec::CompanySpec;
 
 use crate::args::Command;
 use crate::render;
@@ -122,10 +120,7 @@ fn token(cmd: crate::args::TokenCommand) -> anyhow::Result<()> {
 async fn sql(dir: &Path, query: &str, limit: usize, json: bool) -> anyhow::Result<()> {
     let ctx = ReadCtx::open(dir).await?;
     let limits = livestate_sql::Limits { rows: limit, ..Default::default() };
-    let answer = {
-        let (spec, catalog, lag) = ctx.parts();
-        livestate_sql::query(catalog, spec, &lag, query, limits).await
-    };
+    let answer = livestate_sql::query(&ctx.reader(), query, limits).await;
     ctx.close().await?;
     let answer = answer?;
     if json {
@@ -347,12 +342,6 @@ async fn derive(dir: &Path, once: bool, commit_every: u64) -> anyhow::Result<()>
 
 /// Read access: the writer's own view when no other process owns the directory, otherwise the
 /// warehouse plus the status file the owner writes.
-struct SharedRead {
-    spec: CompanySpec,
-    catalog: Catalog,
-    status: Option<Status>,
-}
-
 enum ReadCtx {
     Owned(Box<Livestate>),
     Shared(Box<SharedRead>),
@@ -365,12 +354,7 @@ impl ReadCtx {
             // Another process (or, on object storage, another directory's writer) writes: read
             // the warehouse as it is.
             Err(EngineError::Locked { .. } | EngineError::LeaseHeld { .. }) => {
-                let layout = Layout::new(dir)?;
-                Ok(ReadCtx::Shared(Box::new(SharedRead {
-                    spec: load_spec(&layout)?,
-                    catalog: open_catalog(&layout)?,
-                    status: Status::load(&layout),
-                })))
+                Ok(ReadCtx::Shared(Box::new(SharedRead::open(&Layout::new(dir)?)?)))
             }
             Err(e) => Err(e.into()),
         }
@@ -385,20 +369,11 @@ impl ReadCtx {
         Ok(())
     }
 
-    /// The lookup index, when this process owns the directory.
-    fn index(&self) -> Option<&livestate_engine::index::Index> {
+    /// The owner's reader (with its lookup index), or the warehouse's as it is.
+    fn reader(&self) -> Reader<'_> {
         match self {
-            ReadCtx::Owned(ls) => Some(ls.index()),
-            ReadCtx::Shared(_) => None,
-        }
-    }
-
-    fn parts(&self) -> (&CompanySpec, &Catalog, LagSource<'_>) {
-        match self {
-            ReadCtx::Owned(ls) => (ls.spec(), ls.catalog(), ls.lag_source()),
-            ReadCtx::Shared(s) => {
-                (&s.spec, &s.catalog, LagSource::Status(s.status.clone().map(std::sync::Arc::new)))
-            }
+            ReadCtx::Owned(ls) => ls.reader(),
+            ReadCtx::Shared(s) => s.reader(),
         }
     }
 }
@@ -418,10 +393,7 @@ async fn read_table(dir: &Path, table: String, keys: Vec<String>, at: At, json: 
     }
     let keys = parse_keys(keys)?;
     let ctx = ReadCtx::open(dir).await?;
-    let rows = {
-        let (spec, catalog, lag) = ctx.parts();
-        read::read(catalog, spec, &ReadRequest { table, keys, at }, &lag, ctx.index()).await
-    };
+    let rows = ctx.reader().read(&ReadRequest { table, keys, at }).await;
     ctx.close().await?;
     let rows = rows?;
     if json {
@@ -449,10 +421,7 @@ async fn read_archive(dir: &Path, keys: &[String], at: &At, json: bool) -> anyho
         .into());
     }
     let ctx = ReadCtx::open(dir).await?;
-    let rows = {
-        let (_, catalog, _) = ctx.parts();
-        read::archive_rows(catalog).await
-    };
+    let rows = ctx.reader().archive_rows().await;
     ctx.close().await?;
     let rows = rows?;
     let columns: Vec<&str> = livestate_engine::schema::ARCHIVE_COLUMNS.iter().map(|(c, _)| *c).collect();
@@ -484,10 +453,7 @@ async fn read_archive(dir: &Path, keys: &[String], at: &At, json: bool) -> anyho
 
 async fn tables(dir: &Path, json: bool) -> anyhow::Result<()> {
     let ctx = ReadCtx::open(dir).await?;
-    let infos = {
-        let (spec, catalog, lag) = ctx.parts();
-        read::tables(catalog, spec, &lag, None).await
-    };
+    let infos = ctx.reader().tables(None).await;
     ctx.close().await?;
     let infos = infos?;
     if json {
@@ -500,14 +466,14 @@ async fn tables(dir: &Path, json: bool) -> anyhow::Result<()> {
 
 async fn advise(dir: &Path, json: bool) -> anyhow::Result<()> {
     let ctx = ReadCtx::open(dir).await?;
-    let advice = livestate_spec::advice::advise(ctx.parts().0);
+    let advice = livestate_spec::advice::advise(ctx.reader().spec());
     // What each budget cost in the last hour, as the deriving process measured it.
-    let measured: std::collections::HashMap<String, livestate_engine::spend::TableSpend> = {
-        let (spec, catalog, lag) = ctx.parts();
-        read::tables(catalog, spec, &lag, None).await
-    }
-    .map(|infos| infos.into_iter().filter_map(|i| Some((i.name, i.spend?))).collect())
-    .unwrap_or_default();
+    let measured: std::collections::HashMap<String, livestate_engine::spend::TableSpend> = ctx
+        .reader()
+        .tables(None)
+        .await
+        .map(|infos| infos.into_iter().filter_map(|i| Some((i.name, i.spend?))).collect())
+        .unwrap_or_default();
     ctx.close().await?;
     if json {
         let rows: Vec<serde_json::Value> = advice

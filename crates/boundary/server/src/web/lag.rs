@@ -45,11 +45,9 @@ pub(crate) async fn sample_lag(s: Arc<Shared>, mut stop: tokio::sync::watch::Rec
         }
         // Receipts only: the lag needs the latest snapshot, not the files and runs `tables` reads.
         let now = chrono::Utc::now().timestamp();
-        let lag = s.ls.lag_source();
+        let reader = s.reader();
         for name in s.ls.spec().tables.keys() {
-            let at = livestate_engine::At::Latest;
-            if let Ok(r) = livestate_engine::read::receipt(s.ls.catalog(), s.ls.spec(), name, &at, &lag).await
-            {
+            if let Ok(r) = reader.receipt(name, &livestate_engine::At::Latest).await {
                 s.lag_history.record(name, now, r.lag_ms);
             }
         }

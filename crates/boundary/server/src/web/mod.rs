@@ -480,16 +480,9 @@ pub(crate) async fn tables(State(s): State<Arc<Shared>>, headers: HeaderMap) -> 
         Ok(p) => p,
         Err(r) => return r.into_response(),
     };
-    let infos = match livestate_engine::read::tables(
-        s.ls.catalog(),
-        s.ls.spec(),
-        &s.ls.lag_source(),
-        Some(&s.maintainers),
-    )
-    .await
-    {
+    let infos = match s.table_infos().await {
         Ok(i) => i,
-        Err(e) => return crate::error::ApiError::from(e).into_response(),
+        Err(e) => return e.into_response(),
     };
     let now = chrono::Utc::now();
     let advice = livestate_spec::advice::advise(s.ls.spec());

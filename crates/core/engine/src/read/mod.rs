@@ -23,10 +23,12 @@ use crate::Catalog;
 pub use livestate_api::read::{MeasuredBy, ServedBy};
 
 mod filter;
+mod reader;
 mod receipt;
 mod scan;
 
 pub use filter::*;
+pub use reader::{Reader, SharedRead};
 pub use receipt::*;
 pub use scan::*;
 

@@ -35,6 +35,7 @@ pub struct Receipt {
 ///
 /// The status is shared, not copied: a serving process hands the same published status to
 /// every read.
+#[derive(Clone)]
 pub enum LagSource<'a> {
     /// Measured against the record; the status file (if any) says how far tables were checked.
     Record(&'a Record, Option<std::sync::Arc<Status>>),
