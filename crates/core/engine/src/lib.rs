@@ -436,7 +436,8 @@ impl Livestate {
     /// # Errors
     /// As [`read::archive_rows`].
     pub async fn archive_rows(&self) -> Result<Vec<Vec<livestate_spec::Value>>, EngineError> {
-        self.reader().archive_rows().await
+        // Not through `reader()`: the archive has no receipt, so no lag source to look up.
+        read::archive_rows(&self.catalog).await
     }
 
     /// The Paimon table of a state table, by name, to inspect.

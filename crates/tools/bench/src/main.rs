@@ -95,25 +95,11 @@ enum Step {
         dir: PathBuf,
     },
     #[command(hide = true, name = "child-reads")]
-    Reads {
-        #[arg(long)]
-        dir: PathBuf,
-        #[arg(long)]
-        item_locations: usize,
-        #[arg(long)]
-        lookups: usize,
-    },
+    Reads(Lookups),
     /// Point reads of `stock` over HTTP alone (a fresh `livestate serve` on an ingested
     /// directory), for A/B runs and profiles of that step.
     #[command(hide = true, name = "child-http")]
-    Http {
-        #[arg(long)]
-        dir: PathBuf,
-        #[arg(long)]
-        item_locations: usize,
-        #[arg(long)]
-        lookups: usize,
-    },
+    Http(Lookups),
     #[command(hide = true, name = "child-freshness")]
     Freshness {
         #[arg(long)]
@@ -142,6 +128,17 @@ enum Step {
     },
 }
 
+/// The point-read steps' arguments: an ingested directory, its item-locations, how many reads.
+#[derive(clap::Args)]
+struct Lookups {
+    #[arg(long)]
+    dir: PathBuf,
+    #[arg(long)]
+    item_locations: usize,
+    #[arg(long)]
+    lookups: usize,
+}
+
 /// Events per commit in the LSM steady state.
 const EVENTS_PER_COMMIT: usize = 10;
 
@@ -165,10 +162,10 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
             json(&engine::ingest(&dir, &spec, &events, batch).await?)
         }
         Some(Step::Digests { dir }) => json(&engine::digests_of(&dir).await?),
-        Some(Step::Reads { dir, item_locations, lookups }) => {
+        Some(Step::Reads(Lookups { dir, item_locations, lookups })) => {
             json(&engine::reads_of(&dir, item_locations, lookups).await?)
         }
-        Some(Step::Http { dir, item_locations, lookups }) => {
+        Some(Step::Http(Lookups { dir, item_locations, lookups })) => {
             let (latencies, serve_mib) =
                 livestate_bench::http::lookups(&dir, item_locations, lookups).await?;
             json(&serde_json::json!({"latencies": latencies, "serve_pss_mib": serve_mib}))

@@ -206,13 +206,7 @@ impl Server {
     /// # Errors
     /// The server refusing it.
     pub async fn connect(&self) -> Result<Client> {
-        let (client, conn) = tokio_postgres::connect(&self.conninfo(), NoTls).await?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                eprintln!("PostgreSQL connection ended: {e}");
-            }
-        });
-        Ok(client)
+        connect(&self.conninfo()).await
     }
 }
 
@@ -592,15 +586,20 @@ pub async fn digests(c: &Client) -> Result<Vec<TableDigest>> {
 pub async fn lookups(s: &Server, item_locations: usize, n: usize) -> Result<Latencies> {
     let conf = s.conninfo();
     crate::process::on_one_thread(move || async move {
-        let (c, conn) = tokio_postgres::connect(&conf, NoTls).await?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                eprintln!("PostgreSQL connection ended: {e}");
-            }
-        });
-        lookups_on(&c, item_locations, n).await
+        lookups_on(&connect(&conf).await?, item_locations, n).await
     })
     .await
+}
+
+/// A connection to `conf`, its connection task spawned on the current runtime.
+async fn connect(conf: &str) -> Result<Client> {
+    let (client, conn) = tokio_postgres::connect(conf, NoTls).await?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            eprintln!("PostgreSQL connection ended: {e}");
+        }
+    });
+    Ok(client)
 }
 
 async fn lookups_on(c: &Client, item_locations: usize, n: usize) -> Result<Latencies> {

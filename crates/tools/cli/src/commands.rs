@@ -466,14 +466,15 @@ async fn tables(dir: &Path, json: bool) -> anyhow::Result<()> {
 
 async fn advise(dir: &Path, json: bool) -> anyhow::Result<()> {
     let ctx = ReadCtx::open(dir).await?;
-    let advice = livestate_spec::advice::advise(ctx.reader().spec());
+    let reader = ctx.reader();
+    let advice = livestate_spec::advice::advise(reader.spec());
     // What each budget cost in the last hour, as the deriving process measured it.
-    let measured: std::collections::HashMap<String, livestate_engine::spend::TableSpend> = ctx
-        .reader()
+    let measured: std::collections::HashMap<String, livestate_engine::spend::TableSpend> = reader
         .tables(None)
         .await
         .map(|infos| infos.into_iter().filter_map(|i| Some((i.name, i.spend?))).collect())
         .unwrap_or_default();
+    drop(reader);
     ctx.close().await?;
     if json {
         let rows: Vec<serde_json::Value> = advice

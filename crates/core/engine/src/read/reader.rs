@@ -35,11 +35,6 @@ impl<'a> Reader<'a> {
         Reader { index: None, ..self }
     }
 
-    /// Whether keys are answered by the lookup index.
-    pub fn has_index(&self) -> bool {
-        self.index.is_some()
-    }
-
     pub fn spec(&self) -> &'a CompanySpec {
         self.spec
     }
@@ -47,11 +42,6 @@ impl<'a> Reader<'a> {
     /// The warehouse's catalog, for engines that register its tables themselves (SQL).
     pub fn catalog(&self) -> &'a Catalog {
         self.catalog
-    }
-
-    /// How receipts measure lag.
-    pub fn lag(&self) -> &LagSource<'a> {
-        &self.lag
     }
 
     /// Rows of a state table as `req` asks, with a receipt (see [`read()`]).
