@@ -7,8 +7,8 @@ too), booleans or ``None``.
 
 Where ``/v1/openapi.json`` has a component schema for a shape, the model of that shape is
 listed in ``tests/test_openapi.py`` and checked against it; the answers the document leaves
-untyped (health, whoami, tables, rows, reads, events, audit, firings, a table's schema) are
-checked against real answers there.
+untyped (health, audit, a new proposal, a table's schema) are checked against real answers
+there.
 """
 
 from __future__ import annotations
@@ -77,6 +77,20 @@ class WhoAmI(Answer):
     role: Role
 
 
+class Principal(Answer):
+    """One principal as administrators see it (never its token)."""
+
+    name: str
+    scopes: list[str] = Field(default_factory=list)
+    created_at: Optional[str] = None
+
+
+class Principals(Answer):
+    """``GET /v1/principals`` (administrators only)."""
+
+    principals: list[Principal]
+
+
 # ---------------------------------------------------------------------------------------------
 # Reads with receipts
 
@@ -139,18 +153,82 @@ class ConsistentReadResult(Answer):
         raise KeyError(f"table `{name}` is not in this read (read: {', '.join(r.receipt.table for r in self.results)})")
 
 
+class BucketHealth(Answer):
+    """One bucket of a table's latest snapshot."""
+
+    bucket: int
+    files: int
+    sorted_runs: int
+    files_per_level: list[int]
+    bytes: int
+    rows: int
+
+
+class TagInfo(Answer):
+    """A tag and the snapshot it pins."""
+
+    name: str
+    snapshot_id: int
+
+
+class TableHealth(Answer):
+    """A table's snapshots, tags and files per bucket."""
+
+    latest_snapshot: Optional[int] = None
+    earliest_snapshot: Optional[int] = None
+    snapshots: int
+    buckets: list[BucketHealth]
+    tags: list[TagInfo]
+
+
+class Spend(Answer):
+    """What one table spent in some span of time."""
+
+    commits: int
+    compactions: int
+    files_written: int
+    bytes_written: int
+    busy_ms: int
+    cpu_us: int = 0
+    derive_cpu_us: int = 0
+
+
+class TableSpend(Answer):
+    """A table's spend over the last hour and since ``since_ms``."""
+
+    last_hour: Spend
+    total: Spend
+    since_ms: int
+
+
+class Quarantined(Answer):
+    """A row operation the derivers set aside because its derivation failed."""
+
+    table: str
+    offset: int
+    event_id: str
+    event_type: str
+    message: str
+
+
+class QuarantineList(Answer):
+    """``GET /v1/quarantine``: the latest quarantined row operations, oldest first."""
+
+    entries: list[Quarantined]
+
+
 class TableInfo(Answer):
     """One table of ``GET /v1/tables``: merge engine, buckets, receipt, LSM health, spend."""
 
     name: str
-    merge_engine: Optional[str] = None
-    buckets: Optional[Any] = None
-    derived_by: Optional[str] = None
+    merge_engine: str
+    buckets: str
+    derived_by: str
     receipt: Receipt
-    health: Optional[dict[str, Any]] = None
+    health: TableHealth
     quarantined: int = 0
-    last_quarantined: Optional[Any] = None
-    spend: Optional[dict[str, Any]] = None
+    last_quarantined: Optional[Quarantined] = None
+    spend: Optional[TableSpend] = None
     total_rows_in_files: Optional[int] = None
 
 

@@ -6,6 +6,8 @@
 //! sits below all of them and depends on serde alone.
 
 pub mod error;
+pub mod event;
+pub mod principal;
 pub mod proposal;
 pub mod read;
 pub mod sheet;

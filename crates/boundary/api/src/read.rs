@@ -77,6 +77,184 @@ impl std::fmt::Display for RowsAnswer {
     }
 }
 
+/// The answer of `POST /v1/reads`: every table as of one record offset.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ConsistentAnswer {
+    /// Every result reflects exactly the recorded events with an offset below this.
+    pub offset: u64,
+    /// One answer per table named, in the request's order; each receipt's `offset` is `offset`.
+    pub results: Vec<RowsAnswer>,
+}
+
+/// A table's health, as `GET /v1/tables` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TableInfo {
+    /// The state table's name.
+    pub name: String,
+    /// `livestate`, or `external` when another engine derives the table.
+    pub derived_by: String,
+    /// The Paimon merge engine (`deduplicate`, `partial-update`, `aggregation`, ...).
+    pub merge_engine: String,
+    /// The table's bucket setting, as its options give it.
+    pub buckets: String,
+    /// Where the table stands: snapshot, offset, lag against its budget.
+    pub receipt: Receipt,
+    /// Rows in the data files of the latest snapshot (before merging).
+    pub total_rows_in_files: Option<i64>,
+    /// Files, levels and sorted runs per bucket; snapshots and tags.
+    pub health: TableHealth,
+    /// Row operations the derivers set aside because they failed, as the writing process last
+    /// reported.
+    pub quarantined: u64,
+    /// The latest of them.
+    pub last_quarantined: Option<Quarantined>,
+    /// What the table's commits and compactions cost, as the writing process last reported
+    /// (`None` when no process has derived it since the status file gained the figures).
+    pub spend: Option<TableSpend>,
+}
+
+/// The shape of a table right now.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TableHealth {
+    /// The latest snapshot's id (`None` before the first commit).
+    pub latest_snapshot: Option<i64>,
+    /// The earliest snapshot kept.
+    pub earliest_snapshot: Option<i64>,
+    /// How many snapshots are kept.
+    pub snapshots: usize,
+    /// Each bucket of the latest snapshot.
+    pub buckets: Vec<BucketHealth>,
+    /// Every tag and the snapshot it pins.
+    pub tags: Vec<TagInfo>,
+}
+
+/// One bucket of the latest snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BucketHealth {
+    /// The bucket's number.
+    pub bucket: i32,
+    /// Data files in the bucket.
+    pub files: usize,
+    /// Sorted runs a read merges.
+    pub sorted_runs: usize,
+    /// Files per level, index = level.
+    pub files_per_level: Vec<usize>,
+    /// Bytes of the bucket's files.
+    pub bytes: u64,
+    /// Rows in the bucket's files (before merging).
+    pub rows: i64,
+}
+
+/// A tag and the snapshot it pins.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TagInfo {
+    /// The tag's name.
+    pub name: String,
+    /// The snapshot it pins.
+    pub snapshot_id: i64,
+}
+
+/// A table's measured spend, as the derivers publish it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TableSpend {
+    /// The last 60 minutes (or since the start, when the process is younger).
+    pub last_hour: Spend,
+    /// Since the process started measuring (`since_ms`).
+    pub total: Spend,
+    /// When measuring started, milliseconds since the epoch.
+    pub since_ms: i64,
+}
+
+/// What one table spent in some span of time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Spend {
+    /// Data commits (snapshots of kind APPEND) the derivers made.
+    pub commits: u64,
+    /// Compactions that committed (snapshots of kind COMPACT).
+    pub compactions: u64,
+    /// Data, changelog and compacted files written by those commits and compactions.
+    pub files_written: u64,
+    /// Bytes of those files.
+    pub bytes_written: u64,
+    /// Wall time of those commits and compactions, in milliseconds.
+    pub busy_ms: u64,
+    /// CPU time of those commits and compactions and the table's share of derivation, in
+    /// microseconds.
+    #[serde(default)]
+    pub cpu_us: u64,
+    /// Of `cpu_us`, the table's share of derivation: applying events to its window.
+    #[serde(default)]
+    pub derive_cpu_us: u64,
+}
+
+/// One row operation the derivers set aside because its derivation failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Quarantined {
+    /// The state table (`stock`).
+    pub table: String,
+    /// The event's record offset.
+    pub offset: u64,
+    /// The event's id.
+    pub event_id: String,
+    /// The event's type.
+    pub event_type: String,
+    /// Why the row operation failed (the mapping and the column, with the values).
+    pub message: String,
+}
+
+/// The answer of `GET /v1/quarantine`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct QuarantineList {
+    /// The latest quarantined row operations, oldest first.
+    pub entries: Vec<Quarantined>,
+}
+
+/// One firing of a trigger, as delivered to consumers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Firing {
+    /// The trigger's name.
+    pub trigger: String,
+    /// Position in the trigger's firings, from 1.
+    pub seq: u64,
+    /// The state table whose row changed.
+    pub table: String,
+    /// Primary-key columns and values.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub key: Map<String, Value>,
+    /// The row at the previous commit (absent for a new row).
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub before: Option<Map<String, Value>>,
+    /// The row at the commit that fired.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub after: Map<String, Value>,
+    /// The snapshot that committed the change.
+    pub snapshot_id: Option<i64>,
+    /// The record offset that snapshot reflects.
+    pub offset: u64,
+    /// When the change was committed (UTC, ms).
+    pub fired_at_ms: i64,
+}
+
+/// The answer of `GET /v1/triggers/{trigger}/firings`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Firings {
+    /// The consumer whose cursor was read: the caller's name, or `name/consumer`.
+    pub consumer: String,
+    /// Firings after the cursor, oldest first.
+    pub firings: Vec<Firing>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

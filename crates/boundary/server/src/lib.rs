@@ -51,10 +51,12 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use livestate_api::event::{AppendedLine, EventsAnswer};
+use livestate_api::principal::{Role, WhoAmI};
 use livestate_api::ErrorCode;
 use livestate_engine::{Barrier, BarrierRequest, Follow, Livestate};
 use livestate_lsm::Maintainer;
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -495,35 +497,42 @@ async fn health(State(s): State<Arc<Shared>>) -> Response {
 }
 
 #[utoipa::path(get, path = "/v1/whoami", security(("token" = [])),
-    responses((status = 200, description = "The caller's name and role"), (status = 401, description = "No valid token")))]
-async fn whoami(caller: Caller) -> Json<Value> {
+    responses((status = 200, description = "The caller's name and role", body = WhoAmI), (status = 401, description = "No valid token")))]
+async fn whoami(caller: Caller) -> Json<WhoAmI> {
     let p = &caller.0;
     let role = match &p.role {
-        auth::Role::Module(m) => json!({"kind": "module", "module": m}),
-        auth::Role::Agent(a) => json!({"kind": "agent", "agent": a}),
-        auth::Role::Person { name, scopes } => json!({"kind": "person", "person": name, "scopes": scopes}),
-        auth::Role::Admin => json!({"kind": "admin"}),
+        auth::Role::Module(m) => Role::Module { module: m.clone() },
+        auth::Role::Agent(a) => Role::Agent { agent: a.clone() },
+        auth::Role::Person { name, scopes } => Role::Person { person: name.clone(), scopes: scopes.clone() },
+        auth::Role::Admin => Role::Admin,
     };
-    Json(json!({"name": p.name, "role": role}))
+    Json(WhoAmI { name: p.name.clone(), role })
 }
 
 #[utoipa::path(get, path = "/v1/principals", security(("token" = [])),
-    responses((status = 200, description = "Every principal (names, roles and scopes; never tokens)"),
+    responses((status = 200, description = "Every principal (names, roles and scopes; never tokens)", body = livestate_api::principal::Principals),
         (status = 401, description = "No valid token"), (status = 403, description = "Not an administrator")))]
-async fn principals(State(s): State<Arc<Shared>>, caller: Caller) -> Result<Json<Value>, ApiError> {
+async fn principals(
+    State(s): State<Arc<Shared>>,
+    caller: Caller,
+) -> Result<Json<livestate_api::principal::Principals>, ApiError> {
     caller.require(Permission::Manage)?;
-    let list: Vec<Value> = s
+    let principals = s
         .principals
         .names()
         .into_iter()
-        .map(|e| json!({"name": e.name, "scopes": e.scopes, "created_at": e.created_at}))
+        .map(|e| livestate_api::principal::Principal {
+            name: e.name,
+            scopes: e.scopes,
+            created_at: e.created_at,
+        })
         .collect();
-    Ok(Json(json!({"principals": list})))
+    Ok(Json(livestate_api::principal::Principals { principals }))
 }
 
 #[utoipa::path(post, path = "/v1/events", security(("token" = [])),
     request_body(content = String, description = "One JSON event envelope per line", content_type = "application/x-ndjson"),
-    responses((status = 200, description = "Each line's offset (a re-sent id reports its original offset)"),
+    responses((status = 200, description = "Each line's offset (a re-sent id reports its original offset)", body = EventsAnswer),
         (status = 400, description = "A line is invalid; nothing was appended"),
         (status = 403, description = "An event of a module the caller may not emit"),
         (status = 409, description = "An id re-sent with different content"),
@@ -561,10 +570,10 @@ async fn post_events(
         .await
         .map_err(ApiError::internal)??;
     s.appended();
-    let appended: Vec<Value> = report
+    let appended = report
         .appended
         .iter()
-        .map(|(line, a)| json!({"line": line, "offset": a.offset, "duplicate": a.duplicate}))
+        .map(|(line, a)| AppendedLine { line: *line, offset: a.offset, duplicate: a.duplicate })
         .collect();
-    Ok(Json(json!({ "appended": appended })).into_response())
+    Ok(Json(EventsAnswer { appended }).into_response())
 }

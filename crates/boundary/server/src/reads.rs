@@ -9,6 +9,10 @@ use axum::http::header;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use livestate_api::read::{
+    BucketHealth, ConsistentAnswer, Firing, Firings, QuarantineList, Quarantined, Receipt, RowsAnswer, Spend,
+    TableHealth, TableInfo, TableSpend, TagInfo,
+};
 use livestate_engine::read::parse_where;
 use livestate_engine::{At, EngineError, ReadRequest, Rows};
 use serde::{Deserialize, Serialize};
@@ -54,17 +58,133 @@ pub(crate) async fn read_rows(
     Ok(rows)
 }
 
-pub(crate) fn rows_json(rows: &Rows) -> Value {
-    json!({"receipt": rows.receipt, "columns": rows.columns, "rows": rows.json_rows()})
+/// A read's rows as the typed answer of one table.
+pub(crate) fn rows_answer(rows: &Rows) -> RowsAnswer {
+    RowsAnswer {
+        receipt: wire_receipt(&rows.receipt),
+        columns: rows.columns.clone(),
+        rows: rows.json_objects(),
+    }
+}
+
+/// A receipt on the wire (the engine's, without what only the engine uses).
+pub(crate) fn wire_receipt(r: &livestate_engine::Receipt) -> Receipt {
+    Receipt {
+        table: r.table.clone(),
+        snapshot_id: r.snapshot_id,
+        offset: r.offset,
+        committed_at: r.committed_at.clone(),
+        lag_ms: r.lag_ms,
+        budget: r.budget.clone(),
+        within_budget: r.within_budget,
+        measured_by: r.measured_by,
+        served_by: r.served_by,
+    }
+}
+
+/// A table's health on the wire (every field of the engine's, by name).
+fn table_info(info: livestate_engine::TableInfo) -> TableInfo {
+    let livestate_engine::TableInfo {
+        name,
+        derived_by,
+        merge_engine,
+        buckets,
+        receipt,
+        total_rows_in_files,
+        health,
+        quarantined,
+        last_quarantined,
+        spend,
+    } = info;
+    let livestate_lsm::TableHealth {
+        latest_snapshot,
+        earliest_snapshot,
+        snapshots,
+        buckets: bucket_health,
+        tags,
+    } = health;
+    let health = TableHealth {
+        latest_snapshot,
+        earliest_snapshot,
+        snapshots,
+        buckets: bucket_health
+            .into_iter()
+            .map(|b| {
+                let livestate_lsm::BucketHealth { bucket, files, sorted_runs, files_per_level, bytes, rows } =
+                    b;
+                BucketHealth { bucket, files, sorted_runs, files_per_level, bytes, rows }
+            })
+            .collect(),
+        tags: tags
+            .into_iter()
+            .map(|t| {
+                let livestate_lsm::TagInfo { name, snapshot_id } = t;
+                TagInfo { name, snapshot_id }
+            })
+            .collect(),
+    };
+    let spend_of = |s: livestate_engine::spend::Spend| {
+        let livestate_engine::spend::Spend {
+            commits,
+            compactions,
+            files_written,
+            bytes_written,
+            busy_ms,
+            cpu_us,
+            derive_cpu_us,
+        } = s;
+        Spend { commits, compactions, files_written, bytes_written, busy_ms, cpu_us, derive_cpu_us }
+    };
+    let spend = spend.map(|s| {
+        let livestate_engine::spend::TableSpend { last_hour, total, since_ms } = s;
+        TableSpend { last_hour: spend_of(last_hour), total: spend_of(total), since_ms }
+    });
+    TableInfo {
+        name,
+        derived_by,
+        merge_engine,
+        buckets,
+        receipt: wire_receipt(&receipt),
+        total_rows_in_files,
+        health,
+        quarantined,
+        last_quarantined: last_quarantined.map(quarantined_entry),
+        spend,
+    }
+}
+
+/// A quarantined row operation on the wire.
+fn quarantined_entry(q: livestate_engine::quarantine::Quarantined) -> Quarantined {
+    let livestate_engine::quarantine::Quarantined { table, offset, event_id, event_type, message } = q;
+    Quarantined { table, offset, event_id, event_type, message }
+}
+
+/// A firing on the wire.
+fn firing(f: livestate_engine::triggers::Firing) -> Firing {
+    let livestate_engine::triggers::Firing {
+        trigger,
+        seq,
+        table,
+        key,
+        before,
+        after,
+        snapshot_id,
+        offset,
+        fired_at_ms,
+    } = f;
+    Firing { trigger, seq, table, key, before, after, snapshot_id, offset, fired_at_ms }
 }
 
 #[utoipa::path(get, path = "/v1/tables", security(("token" = [])),
-    responses((status = 200, description = "Every state table: merge engine, buckets, receipt (budget, lag, within budget), files, sorted runs, snapshots and tags"),
+    responses((status = 200, description = "Every state table: merge engine, buckets, receipt (budget, lag, within budget), files, sorted runs, snapshots and tags", body = Vec<TableInfo>),
         (status = 401, description = "No valid token"), (status = 403, description = "The caller may not read")))]
-pub(crate) async fn tables(State(s): State<Arc<Shared>>, caller: Caller) -> Result<Json<Value>, ApiError> {
+pub(crate) async fn tables(
+    State(s): State<Arc<Shared>>,
+    caller: Caller,
+) -> Result<Json<Vec<TableInfo>>, ApiError> {
     caller.require(Permission::Read)?;
     let infos = s.table_infos().await?;
-    Ok(Json(serde_json::to_value(infos).map_err(ApiError::internal)?))
+    Ok(Json(infos.into_iter().map(table_info).collect()))
 }
 
 /// Which quarantined row operations to list.
@@ -78,7 +198,7 @@ pub(crate) struct QuarantineQuery {
 }
 
 #[utoipa::path(get, path = "/v1/quarantine", security(("token" = [])), params(QuarantineQuery),
-    responses((status = 200, description = "The latest row operations the derivers set aside because their derivation failed: table, offset, event id and type, message (oldest first)"),
+    responses((status = 200, description = "The latest row operations the derivers set aside because their derivation failed: table, offset, event id and type, message (oldest first)", body = QuarantineList),
         (status = 400, description = "An unknown parameter or a limit that is not a whole number"),
         (status = 401, description = "No valid token"), (status = 403, description = "The caller may not read"),
         (status = 404, description = "Unknown table")))]
@@ -86,7 +206,7 @@ pub(crate) async fn quarantine(
     State(s): State<Arc<Shared>>,
     caller: Caller,
     query: Result<Query<QuarantineQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QuarantineList>, ApiError> {
     caller.require(Permission::Read)?;
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     if let Some(t) = &q.table {
@@ -99,7 +219,7 @@ pub(crate) async fn quarantine(
     })
     .await
     .map_err(ApiError::internal)??;
-    Ok(Json(json!({ "entries": entries })))
+    Ok(Json(QuarantineList { entries: entries.into_iter().map(quarantined_entry).collect() }))
 }
 
 fn parse_limit(v: &str) -> Result<usize, ApiError> {
@@ -170,13 +290,13 @@ pub struct ConsistentRead {
 const MAX_READS: usize = 32;
 
 #[utoipa::path(post, path = "/v1/reads", security(("token" = [])), request_body = ConsistentRead,
-    responses((status = 200, description = "`offset` and, per table, rows and a receipt whose snapshot reflects exactly the events below `offset`"),
+    responses((status = 200, description = "`offset` and, per table, rows and a receipt whose snapshot reflects exactly the events below `offset`", body = ConsistentAnswer),
         (status = 400, description = "Malformed request"), (status = 404, description = "Unknown table")))]
 pub(crate) async fn consistent(
     State(s): State<Arc<Shared>>,
     caller: Caller,
     body: axum::body::Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ConsistentAnswer>, ApiError> {
     caller.require(Permission::Read)?;
     let req: ConsistentRead = parse_body(&body)?;
     if req.tables.is_empty() || req.tables.len() > MAX_READS {
@@ -209,9 +329,9 @@ pub(crate) async fn consistent(
             None => read_rows(&s, &t.table, keys, t.condition.as_deref(), t.limit, At::Latest).await?,
         };
         rows.receipt.offset = Some(barrier.offset);
-        results.push(rows_json(&rows));
+        results.push(rows_answer(&rows));
     }
-    Ok(Json(json!({"offset": barrier.offset, "results": results})))
+    Ok(Json(ConsistentAnswer { offset: barrier.offset, results }))
 }
 
 /// The consumer name a caller's cursor is kept under: its own name, or `name/consumer`.
@@ -238,13 +358,13 @@ fn known_trigger(s: &Shared, trigger: &str) -> Result<(), ApiError> {
 #[utoipa::path(get, path = "/v1/triggers/{trigger}/firings", security(("token" = [])),
     params(("trigger" = String, Path), ("consumer" = Option<String>, Query, description = "A name for a separate cursor of the caller's"),
         ("ack" = Option<bool>, Query, description = "`false` leaves the cursor where it is"), ("limit" = Option<usize>, Query)),
-    responses((status = 200, description = "Firings after the caller's cursor, oldest first"), (status = 404, description = "Unknown trigger")))]
+    responses((status = 200, description = "Firings after the caller's cursor, oldest first", body = Firings), (status = 404, description = "Unknown trigger")))]
 pub(crate) async fn firings(
     State(s): State<Arc<Shared>>,
     caller: Caller,
     UrlPath(trigger): UrlPath<String>,
     Query(params): Query<Vec<(String, String)>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Firings>, ApiError> {
     caller.require(Permission::Subscribe)?;
     known_trigger(&s, &trigger)?;
     let param = |name: &str| query_param(&params, name);
@@ -257,7 +377,7 @@ pub(crate) async fn firings(
             s.ls.index().ack(&trigger, &consumer, last.seq)?;
         }
     }
-    Ok(Json(json!({ "consumer": consumer, "firings": firings })))
+    Ok(Json(Firings { consumer, firings: firings.into_iter().map(firing).collect() }))
 }
 
 /// How often a stream looks for new firings.

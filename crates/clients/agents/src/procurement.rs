@@ -164,7 +164,10 @@ impl ProcurementAgent {
     /// API errors.
     pub async fn resume(&mut self) -> Result<(), ClientError> {
         let me = self.client.whoami().await?;
-        let agent = me["role"]["agent"].as_str().unwrap_or_default().to_string();
+        let agent = match me.role {
+            livestate_client::Role::Agent { agent } => agent,
+            _ => String::new(),
+        };
         let list = self.client.proposals(Some(ProposalStatus::Pending)).await?;
         for p in list.proposals {
             if p.agent == agent.as_str() && p.kind == KIND {

@@ -13,15 +13,17 @@
 //! ```
 //!
 //! Answers are the API's types (`livestate_api`, re-exported here) where the API has typed
-//! them: errors, rows with their receipt, proposals, decisions, outboxes, sheets and histories;
+//! them: errors, the caller's name and role, rows with their receipt, firings, proposals,
+//! decisions, outboxes, sheets and histories;
 //! the other routes answer their JSON (see `GET /v1/openapi.json`). An error carries the status
 //! and the server's body: its stable code, its message and whether a retry can help.
 
+pub use livestate_api::principal::{Role, WhoAmI};
 pub use livestate_api::proposal::{
     Decided, NewDecision, NewProposal, Outbox, OutboxItem, PinnedTag, ProposalDoc, ProposalEntry,
     ProposalList, ProposalStatus, Proposed, Risk, RiskLevel, Rule, Source, Verdict,
 };
-pub use livestate_api::read::{MeasuredBy, Receipt, RowsAnswer, ServedBy};
+pub use livestate_api::read::{Firing, Firings, MeasuredBy, Receipt, RowsAnswer, ServedBy};
 /// The typed answers of the sheet and history routes (defined once, in `livestate-api`).
 pub use livestate_api::sheet;
 pub use livestate_api::{ErrorBody, ErrorCode, ErrorKind};
@@ -182,8 +184,8 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError`].
-    pub async fn whoami(&self) -> Result<Value, ClientError> {
-        self.get("/v1/whoami").await
+    pub async fn whoami(&self) -> Result<WhoAmI, ClientError> {
+        typed(self.get("/v1/whoami").await?, "the caller's name and role")
     }
 
     /// `POST /v1/events`: appends JSON-lines events; each line's offset.
@@ -272,9 +274,10 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError`].
-    pub async fn next_firing(&self, trigger: &str) -> Result<Option<Value>, ClientError> {
+    pub async fn next_firing(&self, trigger: &str) -> Result<Option<Firing>, ClientError> {
         let v = self.get(&format!("/v1/triggers/{}/firings?limit=1", enc(trigger))).await?;
-        Ok(v["firings"].as_array().and_then(|f| f.first()).cloned())
+        let answer: Firings = typed(v, "firings")?;
+        Ok(answer.firings.into_iter().next())
     }
 
     /// `POST /v1/proposals`: a [`NewProposal`], or any value that serializes to one (an agent

@@ -283,7 +283,9 @@ impl LivestateMcp {
             tokio::time::Instant::now() + Duration::from_secs(a.timeout_seconds.unwrap_or(30).min(300));
         loop {
             match self.client.next_firing(&a.trigger).await {
-                Ok(Some(f)) => return answer(Ok(json!({"firing": f}))),
+                Ok(Some(f)) => {
+                    return answer(Ok(json!({"firing": serde_json::to_value(f).unwrap_or_default()})))
+                }
                 Ok(None) => {}
                 Err(e) => return answer::<Value>(Err(e)),
             }

@@ -91,13 +91,14 @@ impl Rows {
 
     /// Each row as a JSON object (decimals as strings, timestamps as `YYYY-MM-DDTHH:MM:SS.mmm`).
     pub fn json_rows(&self) -> Vec<serde_json::Value> {
+        self.json_objects().into_iter().map(serde_json::Value::Object).collect()
+    }
+
+    /// Each row as a JSON object, column name to value.
+    pub fn json_objects(&self) -> Vec<serde_json::Map<String, serde_json::Value>> {
         self.rows
             .iter()
-            .map(|r| {
-                serde_json::Value::Object(
-                    self.columns.iter().cloned().zip(r.iter().map(Value::to_json)).collect(),
-                )
-            })
+            .map(|r| self.columns.iter().cloned().zip(r.iter().map(Value::to_json)).collect())
             .collect()
     }
 }
