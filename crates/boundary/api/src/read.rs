@@ -77,6 +77,65 @@ impl std::fmt::Display for RowsAnswer {
     }
 }
 
+/// One table of a consistent read (`POST /v1/reads`): which rows of it to read.
+///
+/// ```
+/// use livestate_api::read::TableRead;
+/// let stock = TableRead::table("stock").key("item", "bolt").limit(10);
+/// assert_eq!(serde_json::to_value(&stock).unwrap()["keys"]["item"], "bolt");
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TableRead {
+    /// The state table.
+    pub table: String,
+    /// `column: value` filters.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub keys: Map<String, Value>,
+    /// A condition over the columns.
+    #[serde(default, rename = "where", skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
+    /// Most rows to return.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+impl TableRead {
+    /// Every row of `table` (up to the server's default limit).
+    pub fn table(table: impl Into<String>) -> TableRead {
+        TableRead { table: table.into(), keys: Map::new(), condition: None, limit: None }
+    }
+
+    /// Only rows whose `column` equals `value`.
+    pub fn key(mut self, column: impl Into<String>, value: impl Into<Value>) -> TableRead {
+        self.keys.insert(column.into(), value.into());
+        self
+    }
+
+    /// Only rows for which `condition` (livestate's condition language) holds.
+    pub fn filter(mut self, condition: impl Into<String>) -> TableRead {
+        self.condition = Some(condition.into());
+        self
+    }
+
+    /// At most `limit` rows.
+    pub fn limit(mut self, limit: usize) -> TableRead {
+        self.limit = Some(limit);
+        self
+    }
+}
+
+/// A consistent read, the body of `POST /v1/reads`: every table as of one record offset.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ConsistentRead {
+    /// The tables, each answered in this order.
+    pub tables: Vec<TableRead>,
+}
+
 /// The answer of `POST /v1/reads`: every table as of one record offset.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -85,6 +144,20 @@ pub struct ConsistentAnswer {
     pub offset: u64,
     /// One answer per table named, in the request's order; each receipt's `offset` is `offset`.
     pub results: Vec<RowsAnswer>,
+}
+
+impl ConsistentAnswer {
+    /// The first result for `table`, if the read named it.
+    pub fn result(&self, table: &str) -> Option<&RowsAnswer> {
+        self.results.iter().find(|r| r.receipt.table == table)
+    }
+}
+
+impl std::fmt::Display for ConsistentAnswer {
+    /// The answer's JSON.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&serde_json::to_string(self).map_err(|_| std::fmt::Error)?)
+    }
 }
 
 /// A table's health, as `GET /v1/tables` lists it.

@@ -32,8 +32,8 @@ use utoipa::{Modify, OpenApi};
         crate::history::history,
     ),
     components(schemas(
-        crate::reads::ConsistentRead,
-        crate::reads::TableRead,
+        livestate_api::read::ConsistentRead,
+        livestate_api::read::TableRead,
         crate::reads::SqlRequest,
         crate::proposals::NewProposal,
         crate::proposals::Source,

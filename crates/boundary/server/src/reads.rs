@@ -10,8 +10,8 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use livestate_api::read::{
-    BucketHealth, ConsistentAnswer, Firing, Firings, QuarantineList, Quarantined, Receipt, RowsAnswer, Spend,
-    TableHealth, TableInfo, TableSpend, TagInfo,
+    BucketHealth, ConsistentAnswer, ConsistentRead, Firing, Firings, QuarantineList, Quarantined, Receipt,
+    RowsAnswer, Spend, TableHealth, TableInfo, TableSpend, TagInfo,
 };
 use livestate_engine::read::parse_where;
 use livestate_engine::{At, EngineError, ReadRequest, Rows};
@@ -261,29 +261,6 @@ pub(crate) async fn rows(
     }
     let rows = read_rows(&s, &table, keys, condition.as_deref(), limit, at).await?;
     Ok(([(header::CONTENT_TYPE, "application/json")], rows.answer_json()).into_response())
-}
-
-/// One table of a consistent read.
-#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TableRead {
-    pub table: String,
-    /// `column: value` filters.
-    #[serde(default)]
-    #[schema(value_type = Object)]
-    pub keys: serde_json::Map<String, Value>,
-    /// A condition over the columns.
-    #[serde(default, rename = "where")]
-    pub condition: Option<String>,
-    #[serde(default)]
-    pub limit: Option<usize>,
-}
-
-/// A consistent read: every table as of one record offset.
-#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ConsistentRead {
-    pub tables: Vec<TableRead>,
 }
 
 /// Most tables one consistent read may name.

@@ -5,6 +5,7 @@
 mod common;
 
 use common::{event, start};
+use livestate_client::TableInfo;
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -72,7 +73,7 @@ fn proposal(snapshot: i64, key: &str) -> String {
 async fn every_endpoint_answers_every_role_as_the_role_matrix_says() {
     let server = start().await;
     let url = server.url();
-    let snapshot = common::bolt_in_stock(&server, 5).await.0.as_i64().unwrap();
+    let snapshot = common::bolt_in_stock(&server, 5).await.0.unwrap();
     let created = server
         .client("agent:procurement")
         .propose(&serde_json::from_str::<Value>(&proposal(snapshot, "seed")).unwrap())
@@ -243,7 +244,7 @@ async fn bad_requests_get_a_4xx_naming_the_problem_and_change_nothing() {
     let server = start().await;
     let url = server.url();
     let admin = server.client("admin");
-    let snapshot = common::bolt_in_stock(&server, 5).await.0.as_i64().unwrap();
+    let snapshot = common::bolt_in_stock(&server, 5).await.0.unwrap();
     let head_before = server.client("admin").tables().await.unwrap();
     let offset_before =
         reqwest::get(format!("{url}/v1/health")).await.unwrap().json::<Value>().await.unwrap()
@@ -540,12 +541,10 @@ async fn bad_requests_get_a_4xx_naming_the_problem_and_change_nothing() {
     assert_eq!(offset_before, offset_after);
     assert!(admin.proposals(None).await.unwrap().proposals.is_empty());
     let tables = admin.tables().await.unwrap();
-    for t in tables.as_array().unwrap() {
-        assert!(t["health"]["tags"].as_array().unwrap().is_empty(), "{}", t["name"]);
+    for t in &tables {
+        assert!(t.health.tags.is_empty(), "{}", t.name);
     }
-    let stock = |v: &Value| {
-        v.as_array().unwrap().iter().find(|t| t["name"] == "stock").unwrap()["receipt"]["snapshot_id"].clone()
-    };
+    let stock = |v: &[TableInfo]| v.iter().find(|t| t.name == "stock").unwrap().receipt.snapshot_id;
     assert_eq!(stock(&head_before), stock(&tables));
 }
 

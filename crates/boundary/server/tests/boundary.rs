@@ -7,11 +7,11 @@
 mod common;
 
 use common::{caused, event, eventually, start};
-use livestate_client::ProposalStatus;
+use livestate_client::{ConsistentAnswer, ProposalStatus, RowsAnswer, TableRead};
 use serde_json::{json, Value};
 
-fn receipt_of<'a>(read: &'a Value, table: &str) -> &'a Value {
-    read["results"].as_array().unwrap().iter().find(|r| r["receipt"]["table"] == table).unwrap()
+fn receipt_of<'a>(read: &'a ConsistentAnswer, table: &str) -> &'a RowsAnswer {
+    read.result(table).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -66,19 +66,16 @@ async fn a_proposal_goes_from_reading_to_decision_to_module_event_and_its_audit_
 
     // One consistent read of the stock and the supplier's risk, with receipts.
     let read = agent
-        .consistent_read(&[
-            json!({"table": "stock", "keys": {"item": "bolt"}}),
-            json!({"table": "supplier_risk"}),
-        ])
+        .consistent_read(&[TableRead::table("stock").key("item", "bolt"), TableRead::table("supplier_risk")])
         .await
         .unwrap();
     let stock = receipt_of(&read, "stock");
     let risk = receipt_of(&read, "supplier_risk");
-    assert_eq!(stock["receipt"]["offset"], read["offset"]);
-    assert_eq!(risk["receipt"]["offset"], read["offset"]);
-    let seen = stock["rows"][0].clone();
-    assert_eq!((seen["on_hand"].clone(), seen["reserved"].clone()), (json!(50), json!(15)));
-    let stock_snapshot = stock["receipt"]["snapshot_id"].as_i64().unwrap();
+    assert_eq!(stock.receipt.offset, Some(read.offset));
+    assert_eq!(risk.receipt.offset, Some(read.offset));
+    assert_eq!((stock.cell(0, "on_hand"), stock.cell(0, "reserved")), (json!(50), json!(15)));
+    let seen = stock.rows[0].clone();
+    let stock_snapshot = stock.receipt.snapshot_id.unwrap();
 
     // The agent proposes, citing both receipts and the rows it used.
     let proposal = json!({
@@ -87,8 +84,8 @@ async fn a_proposal_goes_from_reading_to_decision_to_module_event_and_its_audit_
         "summary": "Order 65 bolts for north from acme",
         "action": {"item": "bolt", "location": "north", "qty": 65, "supplier": "acme"},
         "sources": [
-            {"table": "stock", "snapshot_id": stock_snapshot, "offset": stock["receipt"]["offset"], "keys": [{"item": "bolt"}], "rows": [seen]},
-            {"table": "supplier_risk", "snapshot_id": risk["receipt"]["snapshot_id"], "offset": risk["receipt"]["offset"], "rows": [risk["rows"][0]]}
+            {"table": "stock", "snapshot_id": stock_snapshot, "offset": stock.receipt.offset, "keys": [{"item": "bolt"}], "rows": [seen]},
+            {"table": "supplier_risk", "snapshot_id": risk.receipt.snapshot_id, "offset": risk.receipt.offset, "rows": [risk.rows.first()]}
         ],
         "rule": {"name": "order-up-to-target", "version": "1", "parameters": {"target": 100}, "text": "order target - (on_hand - reserved + inbound)"},
         "risk": {"level": "low", "reasons": ["supplier risk low", "order value small"]}
@@ -172,21 +169,16 @@ async fn a_proposal_goes_from_reading_to_decision_to_module_event_and_its_audit_
             ))
             .await
             .unwrap();
-        agent.consistent_read(&[json!({"table": "stock", "limit": 1})]).await.unwrap();
+        agent.consistent_read(&[TableRead::table("stock").limit(1)]).await.unwrap();
     }
     let tables = eventually("the cited snapshot to expire", || async {
         let t = agent.tables().await.unwrap();
-        let stock = t.as_array().unwrap().iter().find(|t| t["name"] == "stock").unwrap().clone();
-        (stock["health"]["earliest_snapshot"].as_i64().unwrap() > stock_snapshot).then_some(stock)
+        let stock = t.into_iter().find(|t| t.name == "stock").unwrap();
+        (stock.health.earliest_snapshot.unwrap() > stock_snapshot).then_some(stock)
     })
     .await;
-    assert!(tables["health"]["tags"].as_array().unwrap().iter().any(|t| t["name"] == json!(stock_tag)));
-    let runs: Vec<u64> = tables["health"]["buckets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b["sorted_runs"].as_u64().unwrap())
-        .collect();
+    assert!(tables.health.tags.iter().any(|t| t.name == stock_tag));
+    let runs: Vec<usize> = tables.health.buckets.iter().map(|b| b.sorted_runs).collect();
     assert!(runs.iter().all(|&r| r <= 8), "compaction keeps sorted runs bounded: {runs:?}");
 
     // The audit: the rows as the agent saw them, the decision, the caused event, the state now.
@@ -269,7 +261,7 @@ async fn a_consistent_read_returns_every_table_as_of_one_offset_while_events_int
                 )
             };
             let r = client.emit(&line).await.unwrap();
-            offsets.push((r["appended"][0]["offset"].as_u64().unwrap(), i));
+            offsets.push((r.appended[0].offset, i));
         }
         offsets
     });
@@ -277,8 +269,8 @@ async fn a_consistent_read_returns_every_table_as_of_one_offset_while_events_int
     while !writer.is_finished() {
         let r = agent
             .consistent_read(&[
-                json!({"table": "stock", "keys": {"item": "bolt", "location": "north"}}),
-                json!({"table": "work_queue", "keys": {"job_id": "j1"}}),
+                TableRead::table("stock").key("item", "bolt").key("location", "north"),
+                TableRead::table("work_queue").key("job_id", "j1"),
             ])
             .await
             .unwrap();
@@ -288,22 +280,22 @@ async fn a_consistent_read_returns_every_table_as_of_one_offset_while_events_int
     let offsets = writer.await.unwrap();
     assert!(reads.len() >= 3, "reads interleaved with the writes: {}", reads.len());
     for r in &reads {
-        let at = r["offset"].as_u64().unwrap();
+        let at = r.offset;
         // What each table must show: the last event of its kind below the offset.
         let last = |even: bool| {
             offsets.iter().filter(|(o, i)| *o < at && (i % 2 == 0) == even).map(|(_, i)| *i).max()
         };
         let stock = receipt_of(r, "stock");
         let queue = receipt_of(r, "work_queue");
-        assert_eq!(stock["receipt"]["offset"].as_u64(), Some(at));
-        assert_eq!(queue["receipt"]["offset"].as_u64(), Some(at));
+        assert_eq!(stock.receipt.offset, Some(at));
+        assert_eq!(queue.receipt.offset, Some(at));
         assert_eq!(
-            stock["rows"].get(0).map(|row| row["on_hand"].clone()),
+            stock.rows.first().map(|row| row.get("on_hand").cloned().unwrap_or_default()),
             last(true).map(|i| json!(i)),
             "stock at {at}: {r}"
         );
         assert_eq!(
-            queue["rows"].get(0).map(|row| row["status"].clone()),
+            queue.rows.first().map(|row| row.get("status").cloned().unwrap_or_default()),
             last(false).map(|i| json!(format!("step-{i}"))),
             "work queue at {at}: {r}"
         );

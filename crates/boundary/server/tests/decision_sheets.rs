@@ -7,6 +7,8 @@ mod common;
 
 use common::decisions::{cite, read_all, replenishment, stocked};
 use common::{event, eventually, start, TestServer};
+use livestate_api::read::TagInfo;
+use livestate_client::{ConsistentAnswer, TableRead};
 use serde_json::{json, Value};
 
 /// The typed sheet, as JSON for the assertions.
@@ -70,9 +72,9 @@ async fn a_proposal_missing_an_input_is_refused_naming_it_and_nothing_is_stored(
     agent.propose(&ok).await.unwrap();
 }
 
-async fn stock_tags(server: &TestServer) -> Value {
+async fn stock_tags(server: &TestServer) -> Vec<TagInfo> {
     let t = server.client("admin").tables().await.unwrap();
-    t.as_array().unwrap().iter().find(|t| t["name"] == "stock").unwrap()["health"]["tags"].clone()
+    t.into_iter().find(|t| t.name == "stock").unwrap().health.tags
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -114,7 +116,7 @@ async fn the_sheet_of_one_consistent_read_is_at_one_instant_and_keeps_its_values
     let on_hand = input(&sheet, "on_hand");
     assert_eq!(on_hand["value"], json!(50));
     assert_eq!(on_hand["key"], json!({"item": "bolt", "location": "north"}));
-    assert_eq!(on_hand["offset"], read["offset"]);
+    assert_eq!(on_hand["offset"], read.offset);
     assert_eq!(on_hand["need"], json!("1m"));
     assert_eq!(on_hand["lag_ms"], json!(0), "nothing was recorded between the read and the proposal");
     assert_eq!(on_hand["fresh_enough"], json!(true), "{on_hand}");
@@ -149,18 +151,17 @@ async fn the_sheet_of_one_consistent_read_is_at_one_instant_and_keeps_its_values
             json!({"item": "bolt", "location": "north", "on_hand": 60 + i}),
         );
         inventory.emit(&line).await.unwrap();
-        agent.consistent_read(&[json!({"table": "stock", "limit": 1})]).await.unwrap();
+        agent.consistent_read(&[TableRead::table("stock").limit(1)]).await.unwrap();
     }
     let stock = eventually("the cited snapshot to expire", || async {
         let t = agent.tables().await.unwrap();
-        let stock = t.as_array().unwrap().iter().find(|t| t["name"] == "stock").unwrap().clone();
-        (stock["health"]["earliest_snapshot"].as_i64().unwrap() > stock_snapshot).then_some(stock)
+        let stock = t.into_iter().find(|t| t.name == "stock").unwrap();
+        (stock.health.earliest_snapshot.unwrap() > stock_snapshot).then_some(stock)
     })
     .await;
     // Compaction merged the files of those 60 commits.
-    let files: u64 =
-        stock["health"]["buckets"].as_array().unwrap().iter().map(|b| b["files"].as_u64().unwrap()).sum();
-    assert!(files < 60, "{files} files after 60 commits: {}", stock["health"]);
+    let files: usize = stock.health.buckets.iter().map(|b| b.files).sum();
+    assert!(files < 60, "{files} files after 60 commits: {:?}", stock.health);
 
     let after = sheet_json(&ana, &id).await;
     let on_hand = input(&after, "on_hand");
@@ -194,10 +195,10 @@ async fn inputs_read_at_two_offsets_get_a_verdict_naming_both_instants_and_how_f
         .await
         .unwrap();
     let second = agent
-        .consistent_read(&[json!({"table": "stock", "keys": {"item": "bolt", "location": "north"}})])
+        .consistent_read(&[TableRead::table("stock").key("item", "bolt").key("location", "north")])
         .await
         .unwrap();
-    let (o1, o2) = (first["offset"].as_u64().unwrap(), second["offset"].as_u64().unwrap());
+    let (o1, o2) = (first.offset, second.offset);
     assert!(o2 > o1, "{o1} {o2}");
     let p = replenishment(vec![
         cite(&second, "stock"),
@@ -286,8 +287,9 @@ async fn the_history_of_a_kind_counts_decisions_changes_before_them_staleness_an
     let agent = server.client("agent:procurement");
     let ana = server.client("person:ana");
     let inventory = server.client("module:inventory");
-    let all =
-        |read: &Value| vec![cite(read, "stock"), cite(read, "supplier_items"), cite(read, "supplier_risk")];
+    let all = |read: &ConsistentAnswer| {
+        vec![cite(read, "stock"), cite(read, "supplier_items"), cite(read, "supplier_risk")]
+    };
 
     // 1: on hand is recounted after the agent read it, then approved.
     let read = read_all(&server).await;
@@ -305,7 +307,7 @@ async fn the_history_of_a_kind_counts_decisions_changes_before_them_staleness_an
     // 3: stock read, another event, the offer read apart 50 ms later; left pending. Stock is
     // then stale by the time since that event: over inbound's 1 ms need, within the others'.
     let stock = agent
-        .consistent_read(&[json!({"table": "stock", "keys": {"item": "bolt", "location": "north"}})])
+        .consistent_read(&[TableRead::table("stock").key("item", "bolt").key("location", "north")])
         .await
         .unwrap();
     let other =

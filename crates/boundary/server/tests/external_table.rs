@@ -4,6 +4,7 @@
 mod common;
 
 use common::{event, eventually, start};
+use livestate_client::TableRead;
 use serde_json::{json, Value};
 
 fn risk_snapshots(dir: &std::path::Path) -> Vec<String> {
@@ -23,7 +24,7 @@ async fn a_handed_over_table_is_served_cited_and_audited_but_never_written() {
         .await
         .unwrap();
     let admin = server.client("admin");
-    admin.consistent_read(&[json!({"table": "supplier_risk"})]).await.unwrap();
+    admin.consistent_read(&[TableRead::table("supplier_risk")]).await.unwrap();
     server.stop().await;
 
     // The handover: the stored spec now says another engine derives supplier_risk.
@@ -43,7 +44,7 @@ async fn a_handed_over_table_is_served_cited_and_audited_but_never_written() {
 
     // Not readable as of one record offset together with livestate's tables.
     let e = agent
-        .consistent_read(&[json!({"table": "stock"}), json!({"table": "supplier_risk"})])
+        .consistent_read(&[TableRead::table("stock"), TableRead::table("supplier_risk")])
         .await
         .unwrap_err();
     assert_eq!(e.status().unwrap().as_u16(), 400, "{e}");
@@ -83,8 +84,8 @@ async fn a_handed_over_table_is_served_cited_and_audited_but_never_written() {
     })
     .await;
     let tables = agent.tables().await.unwrap();
-    let risk = tables.as_array().unwrap().iter().find(|t| t["name"] == "supplier_risk").unwrap();
-    assert_eq!(risk["derived_by"], json!("external"), "{risk}");
+    let risk = tables.iter().find(|t| t.name == "supplier_risk").unwrap();
+    assert_eq!(risk.derived_by, "external", "{risk:?}");
     server.stop().await;
     assert_eq!(risk_snapshots(&server.dir), snapshots_at_handover, "livestate wrote a handed-over table");
 }

@@ -4,6 +4,8 @@
 mod common;
 
 use common::{event, eventually, start, TestServer};
+use livestate_api::read::Quarantined;
+use livestate_client::{TableInfo, TableRead};
 use serde_json::{json, Value};
 
 /// An extreme reservation is valid on its own; an order for the same item then overflows in
@@ -20,9 +22,9 @@ async fn poison(server: &TestServer) -> u64 {
         .unwrap();
     // Commit stock, so the order's lookup join reads the extreme value.
     let admin = server.client("admin");
-    admin.consistent_read(&[json!({"table": "stock", "keys": {"item": "bolt"}})]).await.unwrap();
+    admin.consistent_read(&[TableRead::table("stock").key("item", "bolt")]).await.unwrap();
     let acked = commerce.emit(&order("o-poison", "bolt")).await.unwrap();
-    acked["appended"][0]["offset"].as_u64().unwrap_or_else(|| panic!("an offset in {acked}"))
+    acked.appended.first().unwrap_or_else(|| panic!("an offset in {acked:?}")).offset
 }
 
 fn order(id: &str, item: &str) -> String {
@@ -34,14 +36,14 @@ fn order(id: &str, item: &str) -> String {
 }
 
 async fn open_orders(server: &TestServer) -> Vec<String> {
-    let read = server.client("admin").consistent_read(&[json!({"table": "open_orders"})]).await.unwrap();
-    let rows = read["results"][0]["rows"].as_array().unwrap();
+    let read = server.client("admin").consistent_read(&[TableRead::table("open_orders")]).await.unwrap();
+    let rows = &read.results[0].rows;
     rows.iter().map(|r| r["order_id"].as_str().unwrap().to_string()).collect()
 }
 
-fn quarantined_in(tables: &Value, table: &str) -> (u64, Value) {
-    let t = tables.as_array().unwrap().iter().find(|t| t["name"] == table).unwrap();
-    (t["quarantined"].as_u64().unwrap(), t["last_quarantined"].clone())
+fn quarantined_in(tables: &[TableInfo], table: &str) -> (u64, Option<Quarantined>) {
+    let t = tables.iter().find(|t| t.name == table).unwrap();
+    (t.quarantined, t.last_quarantined.clone())
 }
 
 async fn quarantine(server: &TestServer) -> Vec<Value> {
@@ -85,10 +87,10 @@ async fn an_overflowing_lookup_join_is_quarantined_and_every_other_row_and_resta
     // The other tables of the poisoned event itself were derived.
     let totals = server
         .client("admin")
-        .consistent_read(&[json!({"table": "reservations_total", "keys": {"item": "bolt"}})])
+        .consistent_read(&[TableRead::table("reservations_total").key("item", "bolt")])
         .await
         .unwrap();
-    assert_eq!(totals["results"][0]["rows"][0]["open_lines"], 1, "{totals}");
+    assert_eq!(totals.results[0].cell(0, "open_lines"), 1, "{totals}");
 
     // Visible: GET /v1/tables, /metrics, GET /v1/quarantine, the web tables page.
     let tables = eventually("the quarantine in the status", || async {
@@ -97,9 +99,10 @@ async fn an_overflowing_lookup_join_is_quarantined_and_every_other_row_and_resta
     })
     .await;
     let (_, last) = quarantined_in(&tables, "open_orders");
-    assert_eq!(last["offset"], offset, "{last}");
-    assert_eq!(last["event_id"], "o-poison");
-    assert!(last["message"].as_str().unwrap().contains("overflow"), "{last}");
+    let last = last.expect("open_orders names its last quarantined row operation");
+    assert_eq!(last.offset, offset, "{last:?}");
+    assert_eq!(last.event_id, "o-poison");
+    assert!(last.message.contains("overflow"), "{last:?}");
     assert_eq!(quarantined_in(&tables, "stock").0, 0);
     let metrics = server.client("admin").metrics().await.unwrap();
     assert!(metrics.contains("livestate_table_quarantined{table=\"open_orders\"} 1"), "{metrics}");

@@ -4,10 +4,10 @@
 mod common;
 
 use common::{bolt_in_stock, eventually, start};
-use serde_json::Value;
+use livestate_client::TableInfo;
 
-fn table<'a>(tables: &'a Value, name: &str) -> &'a Value {
-    tables.as_array().unwrap().iter().find(|t| t["name"] == name).unwrap()
+fn table<'a>(tables: &'a [TableInfo], name: &str) -> &'a TableInfo {
+    tables.iter().find(|t| t.name == name).unwrap()
 }
 
 /// The value of `family{table="name"}` in a Prometheus text answer.
@@ -30,41 +30,42 @@ async fn each_tables_commits_compactions_and_bytes_are_measured_in_tables_and_me
     let stock = eventually("stock's spend to count 30 commits and a compaction", || async {
         let tables = admin.tables().await.unwrap();
         let stock = table(&tables, "stock").clone();
-        let total = &stock["spend"]["total"];
-        (total["commits"].as_u64()? >= 30 && total["compactions"].as_u64()? >= 1).then_some(stock)
+        let total = stock.spend?.total;
+        (total.commits >= 30 && total.compactions >= 1).then_some(stock)
     })
     .await;
-    let spend = &stock["spend"];
-    let total = &spend["total"];
+    let spend = stock.spend.unwrap();
+    let total = &spend.total;
     // Every commit wrote a data file (and a changelog file): bytes and files are counted.
-    assert!(total["files_written"].as_u64().unwrap() >= 30, "{spend}");
-    assert!(total["bytes_written"].as_u64().unwrap() > 30 * 100, "{spend}");
-    assert!(total["busy_ms"].is_u64(), "{spend}");
+    assert!(total.files_written >= 30, "{spend:?}");
+    assert!(total.bytes_written > 30 * 100, "{spend:?}");
+    // busy_ms is a u64: the typed answer would not have parsed otherwise.
+    let busy_ms: u64 = total.busy_ms;
     // Applying 30 events to stock's window took CPU: its share of derivation is counted, and is
     // part of its CPU time.
-    let derive_cpu_us = total["derive_cpu_us"].as_u64().unwrap();
-    let cpu_us = total["cpu_us"].as_u64().unwrap();
-    assert!(derive_cpu_us > 0 && derive_cpu_us <= cpu_us, "{spend}");
+    let derive_cpu_us = total.derive_cpu_us;
+    let cpu_us = total.cpu_us;
+    assert!(derive_cpu_us > 0 && derive_cpu_us <= cpu_us, "{spend:?}");
     // Encoding Parquet and writing manifests takes CPU: at least a microsecond per commit,
     let commit_cpu_us = cpu_us - derive_cpu_us;
-    assert!(commit_cpu_us >= 30, "{spend}");
+    assert!(commit_cpu_us >= 30, "{spend:?}");
     // and not more than their wall time (twice it, with each commit's rounding, as slack).
-    assert!(commit_cpu_us <= (total["busy_ms"].as_u64().unwrap() + 100) * 2000, "{spend}");
+    assert!(commit_cpu_us <= (busy_ms + 100) * 2000, "{spend:?}");
     // The process is younger than an hour: the last hour is everything.
-    assert_eq!(spend["last_hour"], spend["total"], "{spend}");
-    assert!(spend["since_ms"].as_i64().unwrap() > 1_700_000_000_000, "{spend}");
+    assert_eq!(spend.last_hour, spend.total, "{spend:?}");
+    assert!(spend.since_ms > 1_700_000_000_000, "{spend:?}");
     // A table nothing touched made no commit.
     let work_queue = table(&admin.tables().await.unwrap(), "work_queue").clone();
-    assert_eq!(work_queue["spend"]["total"]["commits"], 0, "{work_queue}");
+    assert_eq!(work_queue.spend.map(|s| s.total.commits), Some(0), "{work_queue:?}");
     // and received no row operation, so none of derivation's CPU time is its.
-    assert_eq!(work_queue["spend"]["total"]["derive_cpu_us"], 0, "{work_queue}");
+    assert_eq!(work_queue.spend.map(|s| s.total.derive_cpu_us), Some(0), "{work_queue:?}");
 
     // /metrics: the same totals, as counters.
     let tables = admin.tables().await.unwrap();
     let text = admin.metrics().await.unwrap();
-    let total = &table(&tables, "stock")["spend"]["total"];
+    let total = table(&tables, "stock").spend.unwrap().total;
     let commits = metric(&text, "livestate_table_commits_total", "stock");
-    assert!(commits >= 30.0 && commits <= total["commits"].as_f64().unwrap() + 5.0, "{commits}: {total}");
+    assert!(commits >= 30.0 && commits <= total.commits as f64 + 5.0, "{commits}: {total:?}");
     assert!(metric(&text, "livestate_table_compactions_total", "stock") >= 1.0);
     assert!(metric(&text, "livestate_table_written_bytes_total", "stock") > 3000.0);
     assert!(metric(&text, "livestate_table_busy_seconds_total", "stock") >= 0.0);

@@ -7,6 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{event, start};
+use livestate_client::{TableInfo, TableRead};
 use serde_json::{json, Value};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -23,8 +24,8 @@ async fn sql_reads_with_receipts_and_time_travel_and_refuses_every_write() {
         .await
         .unwrap();
     let first =
-        admin.consistent_read(&[json!({"table": "stock"}), json!({"table": "open_orders"})]).await.unwrap();
-    let first_snapshot = first["results"][0]["receipt"]["snapshot_id"].as_i64().unwrap();
+        admin.consistent_read(&[TableRead::table("stock"), TableRead::table("open_orders")]).await.unwrap();
+    let first_snapshot = first.results[0].receipt.snapshot_id.unwrap();
     admin
         .emit(&event(
             "c3",
@@ -33,7 +34,7 @@ async fn sql_reads_with_receipts_and_time_travel_and_refuses_every_write() {
         ))
         .await
         .unwrap();
-    admin.consistent_read(&[json!({"table": "stock"})]).await.unwrap();
+    admin.consistent_read(&[TableRead::table("stock")]).await.unwrap();
 
     // A join and an aggregate, with a receipt per table read.
     let a = agent
@@ -83,7 +84,7 @@ async fn sql_reads_with_receipts_and_time_travel_and_refuses_every_write() {
 
     // Writes of every kind are refused on the plan, and nothing changes. (The proposal's event
     // is committed into the inbox first, so its 1 s budget cannot commit during the check.)
-    admin.consistent_read(&[json!({"table": "approval_inbox"})]).await.unwrap();
+    admin.consistent_read(&[TableRead::table("approval_inbox")]).await.unwrap();
     let before = (
         admin.tables().await.unwrap(),
         std::fs::read_dir(server.dir.join("warehouse/state.db")).unwrap().count(),
@@ -112,12 +113,8 @@ async fn sql_reads_with_receipts_and_time_travel_and_refuses_every_write() {
         admin.tables().await.unwrap(),
         std::fs::read_dir(server.dir.join("warehouse/state.db")).unwrap().count(),
     );
-    let snapshots = |t: &Value| {
-        t.as_array()
-            .unwrap()
-            .iter()
-            .map(|x| (x["name"].clone(), x["receipt"]["snapshot_id"].clone(), x["health"]["tags"].clone()))
-            .collect::<Vec<_>>()
+    let snapshots = |t: &[TableInfo]| {
+        t.iter().map(|x| (x.name.clone(), x.receipt.snapshot_id, x.health.tags.clone())).collect::<Vec<_>>()
     };
     assert_eq!(snapshots(&before.0), snapshots(&after.0));
     assert_eq!(before.1, after.1);
@@ -211,7 +208,7 @@ async fn a_four_way_cross_join_is_stopped_at_its_time_limit_while_health_and_oth
         })
         .collect();
     admin.emit(&lines).await.unwrap();
-    admin.consistent_read(&[json!({"table": "stock"})]).await.unwrap();
+    admin.consistent_read(&[TableRead::table("stock")]).await.unwrap();
 
     let agent = server.client("agent:procurement");
     let watcher = server.client("admin");

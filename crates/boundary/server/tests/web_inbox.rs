@@ -12,9 +12,9 @@ use common::decisions::{cite, read_all, replenishment, stocked};
 use common::{event, eventually, start};
 use fantoccini::Locator;
 use livestate_client::ProposalStatus;
-use serde_json::json;
+use serde_json::{json, Map, Value};
 
-fn proposal(snapshot: &serde_json::Value, row: &serde_json::Value, key: &str) -> serde_json::Value {
+fn proposal(snapshot: Option<i64>, row: Option<&Map<String, Value>>, key: &str) -> Value {
     json!({
         "kind": "replenishment_order", "module": "procurement", "summary": format!("Order bolts ({key})"),
         "action": {"item": "bolt", "qty": 65, "supplier": "acme"},
@@ -56,7 +56,7 @@ async fn a_person_signs_in_sees_a_proposal_arrive_opens_its_evidence_and_approve
     // A proposal appears without a reload.
     c.execute("window.__not_reloaded = 42; return 0;", vec![]).await.unwrap();
     let agent = server.client("agent:procurement");
-    let created = agent.propose(&proposal(&snapshot, &row, "first")).await.unwrap();
+    let created = agent.propose(&proposal(snapshot, row.as_ref(), "first")).await.unwrap();
     let id = created.id.clone();
     let appeared = wait_for(c, &format!("tr[data-proposal='{id}']")).await;
     let listed = appeared.text().await.unwrap();
@@ -98,7 +98,7 @@ async fn a_person_signs_in_sees_a_proposal_arrive_opens_its_evidence_and_approve
     assert!(lineage.contains("approved by person:ana") && lineage.contains("needed this week"), "{lineage}");
 
     // A form post without the session's CSRF token is refused and decides nothing.
-    let third = agent.propose(&proposal(&snapshot, &row, "third")).await.unwrap().id;
+    let third = agent.propose(&proposal(snapshot, row.as_ref(), "third")).await.unwrap().id;
     let status = c
         .execute(
             "return fetch('/proposals/' + arguments[0] + '/decide', {method: 'POST', headers: {'Content-Type': 'application/x-www-form-urlencoded'}, body: 'csrf=forged&decision=approve&reason=x'}).then(r => r.status);",
@@ -114,7 +114,7 @@ async fn a_person_signs_in_sees_a_proposal_arrive_opens_its_evidence_and_approve
     server.client("person:ana").decide(&third, false, "cleanup").await.unwrap();
 
     // Decided elsewhere while the page was open: a clear refusal.
-    let second = agent.propose(&proposal(&snapshot, &row, "second")).await.unwrap().id;
+    let second = agent.propose(&proposal(snapshot, row.as_ref(), "second")).await.unwrap().id;
     c.goto(&format!("{url}/proposals/{second}")).await.unwrap();
     wait_for(c, "#reason").await.send_keys("me too").await.unwrap();
     server.client("person:ana").decide(&second, false, "decided by phone").await.unwrap();

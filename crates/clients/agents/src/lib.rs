@@ -11,6 +11,7 @@
 pub mod procurement;
 pub mod work_queue;
 
+use livestate_client::RowsAnswer;
 use serde_json::Value;
 
 /// What an agent did, for narration and summaries.
@@ -31,19 +32,20 @@ pub(crate) fn text<'a>(row: &'a Value, col: &str) -> &'a str {
     row.get(col).and_then(Value::as_str).unwrap_or("")
 }
 
-/// The rows of one table in a consistent read's results.
-pub(crate) fn result<'a>(read: &'a Value, table: &str) -> Option<&'a Value> {
-    read["results"].as_array()?.iter().find(|r| r["receipt"]["table"] == table)
+/// The rows of one result of a consistent read, each as a JSON object.
+pub(crate) fn rows_of(result: Option<&RowsAnswer>) -> Vec<Value> {
+    result.map(|r| r.rows.iter().cloned().map(Value::Object).collect()).unwrap_or_default()
 }
 
 /// A cited source from a read result: the receipt's snapshot and the rows used.
-pub(crate) fn source(result: &Value, rows: &[Value], keys: Option<Value>) -> Value {
+pub(crate) fn source(result: &RowsAnswer, rows: &[Value], keys: Option<Value>) -> Value {
+    let r = &result.receipt;
     let mut s = serde_json::json!({
-        "table": result["receipt"]["table"],
-        "snapshot_id": result["receipt"]["snapshot_id"],
-        "offset": result["receipt"]["offset"],
-        "lag_ms": result["receipt"]["lag_ms"],
-        "committed_at": result["receipt"]["committed_at"],
+        "table": r.table,
+        "snapshot_id": r.snapshot_id,
+        "offset": r.offset,
+        "lag_ms": r.lag_ms,
+        "committed_at": r.committed_at,
         "rows": rows,
     });
     if let Some(k) = keys {

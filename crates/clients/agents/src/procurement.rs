@@ -13,12 +13,12 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use livestate_client::{Client, ClientError, ProposalStatus};
+use livestate_client::{Client, ClientError, ProposalStatus, TableRead};
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use crate::{int, result, source, text, Narration};
+use crate::{int, rows_of, source, text, Narration};
 
 pub const RULE: &str = "order-up-to-target";
 pub const RULE_VERSION: &str = "2";
@@ -231,13 +231,13 @@ impl ProcurementAgent {
         let read = self
             .client
             .consistent_read(&[
-                json!({"table": "stock", "keys": {"item": item, "location": location}}),
-                json!({"table": "open_orders", "where": format!("item == '{qi}' and location == '{ql}'")}),
-                json!({"table": "supplier_items", "keys": {"item": item}}),
-                json!({"table": "supplier_risk"}),
+                TableRead::table("stock").key("item", item).key("location", location),
+                TableRead::table("open_orders").filter(format!("item == '{qi}' and location == '{ql}'")),
+                TableRead::table("supplier_items").key("item", item),
+                TableRead::table("supplier_risk"),
             ])
             .await?;
-        let rows = |t: &str| result(&read, t).and_then(|r| r["rows"].as_array().cloned()).unwrap_or_default();
+        let rows = |t: &str| rows_of(read.result(t));
         let (stock, orders, offers, risks) =
             (rows("stock"), rows("open_orders"), rows("supplier_items"), rows("supplier_risk"));
         let Some(plan) = plan(item, &stock, &offers, &risks) else {
@@ -247,8 +247,8 @@ impl ProcurementAgent {
             });
             return Ok(None);
         };
-        let risk_read = result(&read, "supplier_risk").expect("read");
-        if risk_read["receipt"]["snapshot_id"].is_null() {
+        let risk_read = read.result("supplier_risk").expect("read");
+        if risk_read.receipt.snapshot_id.is_none() {
             self.say(Narration::Skipped {
                 item: item.into(),
                 why: "no supplier has been risk-assessed yet: the decision's supplier_risk input cannot be cited".into(),
@@ -256,15 +256,15 @@ impl ProcurementAgent {
             return Ok(None);
         }
         let mut sources = vec![source(
-            result(&read, "stock").expect("read"),
+            read.result("stock").expect("read"),
             &plan.short_rows,
             Some(json!({"item": item, "location": location})),
         )];
         if !orders.is_empty() {
-            sources.push(source(result(&read, "open_orders").expect("read"), &orders, None));
+            sources.push(source(read.result("open_orders").expect("read"), &orders, None));
         }
         sources.push(source(
-            result(&read, "supplier_items").expect("read"),
+            read.result("supplier_items").expect("read"),
             std::slice::from_ref(&plan.offer),
             None,
         ));
@@ -292,7 +292,7 @@ impl ProcurementAgent {
                 "text": "Where on_hand - reserved + inbound is below the reorder point, order target minus that, rounded up to the pack size of the lowest-risk supplier carrying the item (then cheapest).",
             },
             "risk": {"level": plan.risk_level, "reasons": plan.reasons},
-            "idempotency_key": format!("{item}@{location}@{}", read["offset"]),
+            "idempotency_key": format!("{item}@{location}@{}", read.offset),
         });
         let id = self.client.propose(&proposal).await?.id;
         self.pending.insert(key, id.clone());

@@ -9,11 +9,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use livestate_client::{Client, ClientError, ProposalStatus};
+use livestate_client::{Client, ClientError, ProposalStatus, TableRead};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use crate::{result, source, text, Narration};
+use crate::{rows_of, source, text, Narration};
 
 pub const RULE: &str = "unblock-stale-jobs";
 pub const RULE_VERSION: &str = "1";
@@ -97,9 +97,10 @@ impl WorkQueueAgent {
     /// # Errors
     /// API errors.
     pub async fn poll(&mut self) -> Result<Vec<String>, ClientError> {
-        let read = self.client.consistent_read(&[json!({"table": "work_queue"})]).await?;
-        let queue_result = result(&read, "work_queue").cloned().unwrap_or(Value::Null);
-        let rows = queue_result["rows"].as_array().cloned().unwrap_or_default();
+        let read = self.client.consistent_read(&[TableRead::table("work_queue")]).await?;
+        // The server answers every table a consistent read names.
+        let Some(queue) = read.result("work_queue") else { return Ok(Vec::new()) };
+        let rows = rows_of(Some(queue));
         let mut made = Vec::new();
         for action in plan(&rows, self.threshold, chrono::Utc::now()) {
             let job = match &action {
@@ -132,11 +133,11 @@ impl WorkQueueAgent {
             };
             let proposal = json!({
                 "kind": kind, "module": "operations", "summary": summary, "action": act,
-                "sources": [source(&queue_result, &cited, None)],
+                "sources": [source(queue, &cited, None)],
                 "rule": {"name": RULE, "version": RULE_VERSION, "parameters": {"threshold_seconds": self.threshold.as_secs()},
                          "text": "A job blocked longer than the threshold moves to a free machine if there is one, else is released."},
                 "risk": {"level": "low", "reasons": ["reversible: the job can be blocked again"]},
-                "idempotency_key": format!("{job_id}@{}", read["offset"]),
+                "idempotency_key": format!("{job_id}@{}", read.offset),
             });
             let id = self.client.propose(&proposal).await?.id;
             self.pending.insert(job_id, id.clone());

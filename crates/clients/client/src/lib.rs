@@ -13,17 +13,22 @@
 //! ```
 //!
 //! Answers are the API's types (`livestate_api`, re-exported here) where the API has typed
-//! them: errors, the caller's name and role, rows with their receipt, firings, proposals,
-//! decisions, outboxes, sheets and histories;
+//! them: errors, the caller's name and role, appended events, tables with their health, rows
+//! with their receipt, consistent reads, firings, proposals, decisions, outboxes, sheets and
+//! histories;
 //! the other routes answer their JSON (see `GET /v1/openapi.json`). An error carries the status
 //! and the server's body: its stable code, its message and whether a retry can help.
 
+pub use livestate_api::event::{AppendedLine, EventsAnswer};
 pub use livestate_api::principal::{Role, WhoAmI};
 pub use livestate_api::proposal::{
     Decided, NewDecision, NewProposal, Outbox, OutboxItem, PinnedTag, ProposalDoc, ProposalEntry,
     ProposalList, ProposalStatus, Proposed, Risk, RiskLevel, Rule, Source, Verdict,
 };
-pub use livestate_api::read::{Firing, Firings, MeasuredBy, Receipt, RowsAnswer, ServedBy};
+pub use livestate_api::read::{
+    BucketHealth, ConsistentAnswer, ConsistentRead, Firing, Firings, MeasuredBy, Quarantined, Receipt,
+    RowsAnswer, ServedBy, Spend, TableHealth, TableInfo, TableRead, TableSpend, TagInfo,
+};
 /// The typed answers of the sheet and history routes (defined once, in `livestate-api`).
 pub use livestate_api::sheet;
 pub use livestate_api::{ErrorBody, ErrorCode, ErrorKind};
@@ -192,8 +197,8 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError`] (400 names every bad line; nothing was appended then).
-    pub async fn emit(&self, lines: &str) -> Result<Value, ClientError> {
-        self.call(Method::POST, "/v1/events", Some(Body::Lines(lines))).await
+    pub async fn emit(&self, lines: &str) -> Result<EventsAnswer, ClientError> {
+        typed(self.call(Method::POST, "/v1/events", Some(Body::Lines(lines))).await?, "the appended events")
     }
 
     /// `GET /v1/health`: whether the record takes appends, its next offset, and what each
@@ -209,8 +214,8 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError`].
-    pub async fn tables(&self) -> Result<Value, ClientError> {
-        self.get("/v1/tables").await
+    pub async fn tables(&self) -> Result<Vec<TableInfo>, ClientError> {
+        typed(self.get("/v1/tables").await?, "the tables")
     }
 
     /// `GET /v1/tables/{table}/rows` with `column=value` filters (and `where`, `limit`,
@@ -223,13 +228,15 @@ impl Client {
         typed(self.get(&format!("/v1/tables/{}/rows?{}", enc(table), query.join("&"))).await?, "rows")
     }
 
-    /// `POST /v1/reads`: several tables as of one record offset. Each entry is
-    /// `{"table", "keys"?, "where"?, "limit"?}`.
+    /// `POST /v1/reads`: several tables as of one record offset, e.g.
+    /// `[TableRead::table("stock").key("item", "bolt"), TableRead::table("supplier_risk")]`.
     ///
     /// # Errors
     /// [`ClientError`].
-    pub async fn consistent_read(&self, tables: &[Value]) -> Result<Value, ClientError> {
-        self.post("/v1/reads", &json!({"tables": tables})).await
+    pub async fn consistent_read(&self, tables: &[TableRead]) -> Result<ConsistentAnswer, ClientError> {
+        let body = serde_json::to_value(ConsistentRead { tables: tables.to_vec() })
+            .map_err(|e| ClientError::Answer { what: "a consistent read".into(), message: e.to_string() })?;
+        typed(self.post("/v1/reads", &body).await?, "a consistent read")
     }
 
     /// `GET /v1/triggers/{trigger}/firings`: firings after the caller's cursor (moved unless

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use livestate_client::{Client, ClientError, ErrorCode, ErrorKind};
+use livestate_client::{Client, ClientError, ErrorCode, ErrorKind, TableRead};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
@@ -162,10 +162,8 @@ impl LivestateMcp {
     async fn list_tables(&self) -> Result<CallToolResult, McpError> {
         answer(self.client.tables().await.map(|t| {
             let list: Vec<Value> = t
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|i| json!({"name": i["name"], "merge_engine": i["merge_engine"], "budget": i["receipt"]["budget"], "receipt": i["receipt"]}))
+                .iter()
+                .map(|i| json!({"name": i.name, "merge_engine": i.merge_engine, "budget": i.receipt.budget, "receipt": i.receipt}))
                 .collect();
             json!({"tables": list})
         }))
@@ -208,7 +206,19 @@ impl LivestateMcp {
         &self,
         Parameters(a): Parameters<ConsistentReadArgs>,
     ) -> Result<CallToolResult, McpError> {
-        answer(self.client.consistent_read(&a.tables).await)
+        let mut tables = Vec::with_capacity(a.tables.len());
+        for (i, t) in a.tables.into_iter().enumerate() {
+            match serde_json::from_value::<TableRead>(t) {
+                Ok(t) => tables.push(t),
+                // The agent reads which entry does not fit and why.
+                Err(e) => {
+                    return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                        "tables[{i}] is not {{\"table\", \"keys\"?, \"where\"?, \"limit\"?}}: {e}"
+                    ))]))
+                }
+            }
+        }
+        answer(self.client.consistent_read(&tables).await)
     }
 
     #[tool(
@@ -301,15 +311,12 @@ impl LivestateMcp {
     async fn describe(&self, table: &str) -> Result<Value, ClientError> {
         let tables = self.client.tables().await?;
         let info = tables
-            .as_array()
             .into_iter()
-            .flatten()
-            .find(|t| t["name"] == table)
-            .cloned()
+            .find(|t| t.name == table)
             .ok_or_else(|| ClientError::api(ErrorCode::NotFound, format!("unknown table `{table}`")))?;
         let schema = self.client.schema(table).await?;
         Ok(
-            json!({"name": table, "schema": schema, "merge_engine": info["merge_engine"], "receipt": info["receipt"], "health": info["health"]}),
+            json!({"name": table, "schema": schema, "merge_engine": info.merge_engine, "receipt": info.receipt, "health": info.health}),
         )
     }
 }
@@ -344,11 +351,8 @@ impl ServerHandler for LivestateMcp {
     ) -> Result<ListResourcesResult, McpError> {
         let tables = self.client.tables().await.map_err(protocol_error)?;
         let resources: Vec<Resource> = tables
-            .as_array()
             .into_iter()
-            .flatten()
-            .filter_map(|t| t["name"].as_str())
-            .map(|n| Resource::new(format!("livestate://tables/{n}"), n.to_string()))
+            .map(|t| Resource::new(format!("livestate://tables/{}", t.name), t.name))
             .collect();
         Ok(ListResourcesResult::with_all_items(resources))
     }

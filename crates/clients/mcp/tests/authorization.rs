@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use livestate_client::Client;
+use livestate_client::{Client, TableInfo, TableRead};
 use livestate_mcp::LivestateMcp;
 use rmcp::model::{CallToolRequestParams, ErrorCode, ReadResourceRequestParams, ResourceContents};
 use rmcp::service::{RoleClient, RunningService, ServiceError};
@@ -165,7 +165,7 @@ async fn read_resource(s: &Session, uri: &str) -> Answer {
     })
 }
 
-fn proposal(snapshot: &Value, key: &str) -> Value {
+fn proposal(snapshot: i64, key: &str) -> Value {
     json!({
         "kind": "replenishment_order", "module": "procurement", "summary": "order 10 bolts",
         "action": {"item": "bolt", "qty": 10},
@@ -177,7 +177,7 @@ fn proposal(snapshot: &Value, key: &str) -> Value {
 }
 
 /// Counts bolts at north as the administrator and commits the count; returns the stock snapshot.
-async fn bolt_in_stock(server: &Server) -> Value {
+async fn bolt_in_stock(server: &Server) -> i64 {
     let admin = server.client("admin");
     let line =
         json!({"id": "bolt-5", "type": "inventory.stock_counted", "occurred_at": "2026-03-02T08:00:00Z",
@@ -185,10 +185,10 @@ async fn bolt_in_stock(server: &Server) -> Value {
         .to_string()
             + "\n";
     admin.emit(&line).await.unwrap();
-    let read = admin.consistent_read(&[json!({"table": "stock", "keys": {"item": "bolt"}})]).await.unwrap();
-    let snapshot = read["results"][0]["receipt"]["snapshot_id"].clone();
-    assert!(snapshot.is_i64(), "the count is committed: {read}");
-    snapshot
+    let read = admin.consistent_read(&[TableRead::table("stock").key("item", "bolt")]).await.unwrap();
+    let snapshot = read.results.first().and_then(|r| r.receipt.snapshot_id);
+    assert!(snapshot.is_some(), "the count is committed: {read}");
+    snapshot.unwrap()
 }
 
 const READERS: &[&str] = &["agent:procurement", "person:ana", "admin"];
@@ -201,7 +201,7 @@ const CALLERS: [&str; 6] =
 async fn every_mcp_tool_and_resource_answers_every_caller_as_the_role_matrix_says() {
     let mut server = start().await;
     let snapshot = bolt_in_stock(&server).await;
-    let seed = server.client("agent:procurement").propose(&proposal(&snapshot, "seed")).await.unwrap();
+    let seed = server.client("agent:procurement").propose(&proposal(snapshot, "seed")).await.unwrap();
     let id = seed.id.clone();
 
     // Tool, arguments, who may.
@@ -211,7 +211,7 @@ async fn every_mcp_tool_and_resource_answers_every_caller_as_the_role_matrix_say
         ("read_rows", json!({"table": "stock", "keys": {"item": "bolt"}}), READERS),
         ("consistent_read", json!({"tables": [{"table": "stock"}, {"table": "work_queue"}]}), READERS),
         ("sql", json!({"query": "SELECT item, on_hand FROM stock"}), READERS),
-        ("propose", proposal(&snapshot, "matrix"), &["agent:procurement"]),
+        ("propose", proposal(snapshot, "matrix"), &["agent:procurement"]),
         ("proposal_status", json!({"id": id}), READERS),
         ("decision_kinds", json!({}), READERS),
         ("decision_history", json!({"kind": "stock_replenishment"}), READERS),
@@ -319,13 +319,11 @@ async fn writing_through_the_sql_tool_is_refused_and_changes_nothing() {
     let mut server = start().await;
     bolt_in_stock(&server).await;
     let admin = server.client("admin");
-    let snapshots = |tables: &Value| -> Vec<(Value, Value, Value)> {
+    let snapshots = |tables: &[TableInfo]| {
         tables
-            .as_array()
-            .unwrap()
             .iter()
-            .map(|t| (t["name"].clone(), t["receipt"]["snapshot_id"].clone(), t["health"]["tags"].clone()))
-            .collect()
+            .map(|t| (t.name.clone(), t.receipt.snapshot_id, t.health.tags.clone()))
+            .collect::<Vec<_>>()
     };
     let tables_before = snapshots(&admin.tables().await.unwrap());
     let offset_before = server.record_next_offset().await;

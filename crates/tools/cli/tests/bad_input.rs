@@ -710,12 +710,8 @@ async fn audit_of_hostile_proposal_ids_is_refused_by_the_server() {
             wrong.push(format!("audit {}: exit {:?}: {:.300}", short(id), r.code, r.stderr));
         }
     }
-    let snapshots = |v: &Value| -> Vec<Value> {
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|t| json!([t["name"], t["receipt"]["snapshot_id"], t["health"]["tags"]]))
-            .collect()
+    let snapshots = |v: &[livestate_client::TableInfo]| {
+        v.iter().map(|t| (t.name.clone(), t.receipt.snapshot_id, t.health.tags.clone())).collect::<Vec<_>>()
     };
     let tables_after = client.tables().await.unwrap();
     let proposals = client.proposals(None).await.unwrap();

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{livestate, token};
-use livestate_client::Client;
+use livestate_client::{Client, ConsistentAnswer, TableRead};
 use livestate_record::{Record, RecordedEvent};
 use livestate_sim::Rng;
 use livestate_testkit::free_port;
@@ -322,21 +322,17 @@ async fn send_step(
     }
     let sends = by_module.iter().map(|(m, events)| async move {
         let answer = c.modules[*m].emit(&livestate_sim::to_json_lines(events)).await?;
-        assert_eq!(
-            answer["appended"].as_array().map(Vec::len),
-            Some(events.len()),
-            "every line answered: {answer}"
-        );
+        assert_eq!(answer.appended.len(), events.len(), "every line answered: {answer:?}");
         Ok::<(), livestate_client::ClientError>(())
     });
     let results = futures::future::join_all(sends).await;
     results.into_iter().collect()
 }
 
-fn proposal_for(read: &Value, n: u64) -> Option<Value> {
-    let r = &read["results"][0];
-    let row = r["rows"].as_array()?.first()?.clone();
-    let snapshot = r["receipt"]["snapshot_id"].as_i64()?;
+fn proposal_for(read: &ConsistentAnswer, n: u64) -> Option<Value> {
+    let r = read.results.first()?;
+    let row = r.rows.first()?.clone();
+    let snapshot = r.receipt.snapshot_id?;
     Some(json!({
         "kind": "replenishment_order", "module": "procurement",
         "summary": format!("order more {} ({n})", row["item"].as_str().unwrap()),
@@ -376,15 +372,12 @@ async fn propose(c: &Clients, body: &Value, ledger: &std::sync::Mutex<Ledger>) -
 async fn agent_loop(c: &Clients, ledger: &std::sync::Mutex<Ledger>, rng: &mut Rng, dead: &AtomicBool) {
     while !dead.load(Ordering::SeqCst) {
         let item = livestate_sim::item_name(rng.below(40) as usize);
-        let read = match c
-            .agent
-            .consistent_read(&[json!({"table": "stock", "keys": {"item": item}, "limit": 1})])
-            .await
-        {
-            Ok(r) => r,
-            Err(e) if is_refused(&e) => panic!("the agent's read was refused: {e}"),
-            Err(_) => return,
-        };
+        let read =
+            match c.agent.consistent_read(&[TableRead::table("stock").key("item", item).limit(1)]).await {
+                Ok(r) => r,
+                Err(e) if is_refused(&e) => panic!("the agent's read was refused: {e}"),
+                Err(_) => return,
+            };
         let n = {
             let mut l = ledger.lock().unwrap();
             l.proposals_tried += 1;
@@ -756,11 +749,9 @@ async fn kill_9_of_serve_under_load_loses_nothing_acknowledged_and_every_table_a
         let head = health["record_next_offset"].as_u64().unwrap();
         let tables = clients.admin.tables().await.unwrap();
         let behind: Vec<String> = tables
-            .as_array()
-            .unwrap()
             .iter()
-            .filter(|t| t["receipt"]["offset"].as_u64() != Some(head))
-            .map(|t| format!("{} {} (head {head})", t["name"], t["receipt"]))
+            .filter(|t| t.receipt.offset != Some(head))
+            .map(|t| format!("{} {:?} (head {head})", t.name, t.receipt))
             .collect();
         if behind.is_empty() {
             break;

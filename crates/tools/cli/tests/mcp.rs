@@ -7,6 +7,7 @@
 mod common;
 
 use common::{python, repo, token};
+use livestate_client::{TableInfo, TableRead};
 use livestate_testkit::Child as Server;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -50,7 +51,7 @@ async fn an_mcp_client_reads_with_receipts_proposes_and_cannot_write_through_sql
     };
     as_admin.emit(&(line("c1", "north", 50) + &line("c2", "south", 70))).await.unwrap();
     // Committed before the agent looks (the stock table's budget is minutes).
-    as_admin.consistent_read(&[json!({"table": "stock"})]).await.unwrap();
+    as_admin.consistent_read(&[TableRead::table("stock")]).await.unwrap();
     let before = as_admin.tables().await.unwrap();
 
     let out = Command::new(python())
@@ -105,14 +106,16 @@ async fn an_mcp_client_reads_with_receipts_proposes_and_cannot_write_through_sql
     let on_hand: Vec<i64> = stock.rows.iter().map(|r| r["on_hand"].as_i64().unwrap()).collect();
     assert_eq!(on_hand, vec![50, 70]);
     let after = as_admin.tables().await.unwrap();
-    let names = |v: &Value| v.as_array().unwrap().iter().map(|t| t["name"].clone()).collect::<Vec<_>>();
+    let names = |v: &[TableInfo]| v.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
     assert_eq!(names(&before), names(&after));
-    let stock_tags: Vec<Value> = after.as_array().unwrap().iter().find(|t| t["name"] == "stock").unwrap()
-        ["health"]["tags"]
-        .as_array()
-        .unwrap()
+    let stock_tags: Vec<&str> = after
         .iter()
-        .map(|t| t["name"].clone())
+        .find(|t| t.name == "stock")
+        .unwrap()
+        .health
+        .tags
+        .iter()
+        .map(|t| t.name.as_str())
         .collect();
-    assert!(stock_tags.iter().all(|t| t.as_str().unwrap().starts_with("proposal-")), "{stock_tags:?}");
+    assert!(stock_tags.iter().all(|t| t.starts_with("proposal-")), "{stock_tags:?}");
 }

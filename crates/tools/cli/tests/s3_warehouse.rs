@@ -9,6 +9,7 @@
 mod common;
 
 use common::{canonical, python, repo};
+use livestate_client::TableRead;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -329,14 +330,13 @@ async fn s3_serve_records_derives_pins_a_proposal_and_gives_the_lease_up_on_sigt
         json!({"id": format!("c{n}"), "type": "inventory.stock_counted", "occurred_at": "2026-03-02T08:00:00Z", "data": {"item": "bolt", "location": "north", "on_hand": n}}).to_string() + "\n"
     };
     as_inventory.emit(&count(7)).await.unwrap();
-    let read =
-        as_agent.consistent_read(&[json!({"table": "stock", "keys": {"item": "bolt"}})]).await.unwrap();
-    let r = &read["results"][0];
-    assert_eq!(r["rows"][0]["on_hand"], json!(7), "{read}");
+    let read = as_agent.consistent_read(&[TableRead::table("stock").key("item", "bolt")]).await.unwrap();
+    let r = &read.results[0];
+    assert_eq!(r.cell(0, "on_hand"), json!(7), "{read}");
     let created = as_agent.propose(&common::bolt_order_citing(r)).await.unwrap();
     let tag = created.tags.as_ref().unwrap()[0].tag.clone();
     as_inventory.emit(&count(9)).await.unwrap();
-    as_agent.consistent_read(&[json!({"table": "stock"})]).await.unwrap();
+    as_agent.consistent_read(&[TableRead::table("stock")]).await.unwrap();
 
     // SIGTERM, as a service manager stops it: pending work committed, the lease given up.
     let pid = server.id().to_string();

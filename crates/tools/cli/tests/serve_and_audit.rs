@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::token;
+use livestate_client::TableRead;
 use livestate_testkit::{free_port, Child as Server};
 use serde_json::json;
 
@@ -56,9 +57,8 @@ async fn tokens_serve_propose_decide_audit_and_revoke_through_the_binary() {
 
     let line = json!({"id": "c1", "type": "inventory.stock_counted", "occurred_at": "2026-03-02T08:00:00Z", "data": {"item": "bolt", "location": "north", "on_hand": 7}});
     as_inventory.emit(&format!("{line}\n")).await.unwrap();
-    let read =
-        as_agent.consistent_read(&[json!({"table": "stock", "keys": {"item": "bolt"}})]).await.unwrap();
-    let r = &read["results"][0];
+    let read = as_agent.consistent_read(&[TableRead::table("stock").key("item", "bolt")]).await.unwrap();
+    let r = &read.results[0];
     let created = as_agent.propose(&common::bolt_order_citing(r)).await.unwrap();
     let id = created.id.as_str();
     as_ana.decide(id, true, "needed for the week").await.unwrap();
@@ -119,17 +119,16 @@ async fn the_sheet_command_prints_each_input_what_changed_the_arithmetic_and_the
     as_admin.emit(&lines.concat()).await.unwrap();
     let read = as_agent
         .consistent_read(&[
-            json!({"table": "stock", "keys": {"item": "bolt", "location": "north"}}),
-            json!({"table": "supplier_items", "keys": {"item": "bolt", "supplier": "acme"}}),
-            json!({"table": "supplier_risk", "keys": {"supplier": "acme"}}),
+            TableRead::table("stock").key("item", "bolt").key("location", "north"),
+            TableRead::table("supplier_items").key("item", "bolt").key("supplier", "acme"),
+            TableRead::table("supplier_risk").key("supplier", "acme"),
         ])
         .await
         .unwrap();
-    let sources: Vec<serde_json::Value> = read["results"]
-        .as_array()
-        .unwrap()
+    let sources: Vec<serde_json::Value> = read
+        .results
         .iter()
-        .map(|r| json!({"table": r["receipt"]["table"], "snapshot_id": r["receipt"]["snapshot_id"], "offset": r["receipt"]["offset"], "rows": [r["rows"][0]]}))
+        .map(|r| json!({"table": r.receipt.table, "snapshot_id": r.receipt.snapshot_id, "offset": r.receipt.offset, "rows": [r.rows.first()]}))
         .collect();
     let proposal = json!({
         "kind": "stock_replenishment", "module": "procurement", "summary": "order 100 bolts",
@@ -148,8 +147,8 @@ async fn the_sheet_command_prints_each_input_what_changed_the_arithmetic_and_the
         .await
         .unwrap();
     // Stock's budget is 5 minutes: a consistent read commits the count now.
-    let now = as_agent.consistent_read(&[json!({"table": "stock", "keys": {"item": "bolt"}})]).await.unwrap();
-    assert_eq!(now["results"][0]["rows"][0]["on_hand"], json!(3));
+    let now = as_agent.consistent_read(&[TableRead::table("stock").key("item", "bolt")]).await.unwrap();
+    assert_eq!(now.results[0].cell(0, "on_hand"), json!(3));
 
     let (code, out, err) = livestate(&["sheet", &id, "--url", &served.url, "--token", &agent]);
     assert_eq!(code, 0, "{err}");

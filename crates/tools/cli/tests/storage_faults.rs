@@ -318,8 +318,7 @@ async fn serve_answers_5xx_for_events_it_could_not_store_and_keeps_every_acknowl
 
         let first = counts("a", 30);
         let acked = client.emit(&first).await.unwrap();
-        let acked: Vec<u64> =
-            acked["appended"].as_array().unwrap().iter().map(|a| a["offset"].as_u64().unwrap()).collect();
+        let acked: Vec<u64> = acked.appended.iter().map(|a| a.offset).collect();
         assert_eq!(acked, (0..30).collect::<Vec<_>>());
 
         std::fs::write(&arm, "").unwrap();

@@ -1,5 +1,6 @@
 //! A company stocked for a `stock_replenishment` decision, and proposals of it.
 
+use livestate_client::{ConsistentAnswer, TableRead};
 use serde_json::{json, Value};
 
 use super::{event, TestServer};
@@ -31,10 +32,10 @@ pub async fn stocked(server: &TestServer) {
 }
 
 /// The result of `table` in a consistent read, as a cited source of its first row.
-pub fn cite(read: &Value, table: &str) -> Value {
-    let r = read["results"].as_array().unwrap().iter().find(|r| r["receipt"]["table"] == table).unwrap();
-    json!({"table": table, "snapshot_id": r["receipt"]["snapshot_id"], "offset": r["receipt"]["offset"],
-           "lag_ms": r["receipt"]["lag_ms"], "committed_at": r["receipt"]["committed_at"], "rows": [r["rows"][0]]})
+pub fn cite(read: &ConsistentAnswer, table: &str) -> Value {
+    let r = read.result(table).unwrap();
+    json!({"table": table, "snapshot_id": r.receipt.snapshot_id, "offset": r.receipt.offset,
+           "lag_ms": r.receipt.lag_ms, "committed_at": r.receipt.committed_at, "rows": [r.rows.first()]})
 }
 
 /// A `stock_replenishment` proposal of 100 bolts for north from acme citing `sources`.
@@ -49,13 +50,13 @@ pub fn replenishment(sources: Vec<Value>) -> Value {
 }
 
 /// One consistent read of the three tables a replenishment looks at.
-pub async fn read_all(server: &TestServer) -> Value {
+pub async fn read_all(server: &TestServer) -> ConsistentAnswer {
     server
         .client("agent:procurement")
         .consistent_read(&[
-            json!({"table": "stock", "keys": {"item": "bolt", "location": "north"}}),
-            json!({"table": "supplier_items", "keys": {"item": "bolt"}}),
-            json!({"table": "supplier_risk", "keys": {"supplier": "acme"}}),
+            TableRead::table("stock").key("item", "bolt").key("location", "north"),
+            TableRead::table("supplier_items").key("item", "bolt"),
+            TableRead::table("supplier_risk").key("supplier", "acme"),
         ])
         .await
         .unwrap()

@@ -7,8 +7,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use livestate_client::Client;
-use serde_json::{json, Value};
+use livestate_client::{Client, TableRead};
+use serde_json::{json, Map, Value};
 
 pub mod browser;
 pub mod decisions;
@@ -130,8 +130,8 @@ pub fn caused(id: &str, ty: &str, data: Value, causation: &str) -> String {
 pub use livestate_testkit::eventually;
 
 /// Counts `on_hand` of bolt at north (as an administrator) and commits it with a consistent
-/// read; returns the stock snapshot and the row as read.
-pub async fn bolt_in_stock(server: &TestServer, on_hand: i64) -> (Value, Value) {
+/// read; returns the stock snapshot and the row as read (if any).
+pub async fn bolt_in_stock(server: &TestServer, on_hand: i64) -> (Option<i64>, Option<Map<String, Value>>) {
     let admin = server.client("admin");
     admin
         .emit(&event(
@@ -141,6 +141,7 @@ pub async fn bolt_in_stock(server: &TestServer, on_hand: i64) -> (Value, Value) 
         ))
         .await
         .unwrap();
-    let read = admin.consistent_read(&[json!({"table": "stock", "keys": {"item": "bolt"}})]).await.unwrap();
-    (read["results"][0]["receipt"]["snapshot_id"].clone(), read["results"][0]["rows"][0].clone())
+    let read = admin.consistent_read(&[TableRead::table("stock").key("item", "bolt")]).await.unwrap();
+    let stock = &read.results[0];
+    (stock.receipt.snapshot_id, stock.rows.first().cloned())
 }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use livestate_client::Client;
+use livestate_client::{Client, TableRead};
 use livestate_sim::Rng;
 use serde_json::{json, Value};
 use tokio::sync::watch;
@@ -33,7 +33,7 @@ pub(super) async fn emit(clients: &BTreeMap<&'static str, Client>, events: &[Val
         let mut t = tally(t);
         match answer {
             Ok(a) => {
-                let n = a["appended"].as_array().map_or(0, Vec::len) as u64;
+                let n = a.appended.len() as u64;
                 acknowledged += n;
                 t.counts.emits += 1;
                 t.emit.push(took);
@@ -100,14 +100,14 @@ pub(super) async fn reader(
         let begin = Instant::now();
         if consistent {
             let tables = [
-                json!({"table": "stock", "keys": {"item": item, "location": loc}}),
-                json!({"table": "open_orders", "where": format!("item == '{item}'"), "limit": 50}),
+                TableRead::table("stock").key("item", item.as_str()).key("location", loc),
+                TableRead::table("open_orders").filter(format!("item == '{item}'")).limit(50),
             ];
             let answer = agent.consistent_read(&tables).await;
             let took = begin.elapsed();
             let mut t = tally(&t);
             match answer {
-                Ok(a) if a["results"].as_array().is_some_and(|r| r.len() == 2) => {
+                Ok(a) if a.results.len() == 2 => {
                     t.counts.consistent_reads += 1;
                     t.consistent_read.push(took);
                 }

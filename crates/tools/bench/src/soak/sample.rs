@@ -3,7 +3,7 @@
 use std::str::FromStr;
 use std::time::Instant;
 
-use livestate_client::Client;
+use livestate_client::{Client, TableInfo};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -102,7 +102,7 @@ pub(super) struct Sample {
     heap_mib: Option<f64>,
     /// The PSS split into anonymous and file-backed memory, where the kernel reports it.
     parts_mib: Option<(f64, f64)>,
-    tables: Vec<Value>,
+    tables: Vec<TableInfo>,
 }
 
 /// The sum of every store's block cache and write buffers in a `GET /v1/health` answer.
@@ -138,7 +138,7 @@ pub(super) async fn sample(server_pid: u32, agent: &Client, start: Instant, t: &
         }
     };
     match answer {
-        Ok(Value::Array(tables)) => {
+        Ok(tables) => {
             t.counts.samples += 1;
             t.tables.push(took);
             Some(Sample {
@@ -149,10 +149,6 @@ pub(super) async fn sample(server_pid: u32, agent: &Client, start: Instant, t: &
                 parts_mib: parts.map(|p| (p.anon_kib as f64 / 1024.0, p.file_kib as f64 / 1024.0)),
                 tables,
             })
-        }
-        Ok(other) => {
-            t.error("tables", format!("not a list of tables: {other}"));
-            None
         }
         Err(e) => {
             t.error("tables", e);
@@ -250,9 +246,8 @@ pub(super) fn lags(samples: &[Sample]) -> Vec<TableLag> {
     let mut out: Vec<TableLag> = Vec::new();
     for s in samples {
         for info in &s.tables {
-            let name = info["name"].as_str().unwrap_or_default().to_string();
-            let receipt = &info["receipt"];
-            let budget = receipt["budget"].as_str().unwrap_or_default().to_string();
+            let (name, receipt) = (info.name.clone(), &info.receipt);
+            let budget = receipt.budget.clone();
             let i = match out.iter().position(|l| l.table == name) {
                 Some(i) => i,
                 None => {
@@ -275,10 +270,10 @@ pub(super) fn lags(samples: &[Sample]) -> Vec<TableLag> {
             };
             let l = &mut out[i];
             l.samples += 1;
-            l.max_lag_ms = l.max_lag_ms.max(receipt["lag_ms"].as_u64().unwrap_or(0));
-            l.over_budget_samples += u64::from(receipt["within_budget"] == Value::Bool(false));
-            l.snapshots_at_end = info["health"]["snapshots"].as_u64().unwrap_or(0);
-            l.tags_at_end = info["health"]["tags"].as_array().map_or(0, Vec::len) as u64;
+            l.max_lag_ms = l.max_lag_ms.max(receipt.lag_ms.unwrap_or(0));
+            l.over_budget_samples += u64::from(receipt.within_budget == Some(false));
+            l.snapshots_at_end = info.health.snapshots as u64;
+            l.tags_at_end = info.health.tags.len() as u64;
         }
     }
     out
@@ -333,9 +328,18 @@ mod tests {
 
     #[test]
     fn lags_keep_each_tables_largest_lag_and_count_samples_over_budget() {
-        let table = |lag: u64, within: bool| {
-            json!({"name": "stock", "receipt": {"budget": "1s", "lag_ms": lag, "within_budget": within},
-                   "health": {"snapshots": 3, "tags": [{"name": "t"}]}})
+        let table = |lag: u64, within: bool| -> TableInfo {
+            serde_json::from_value(json!({
+                "name": "stock", "derived_by": "livestate", "merge_engine": "partial-update", "buckets": "4",
+                "receipt": {"table": "stock", "snapshot_id": 3, "offset": 10, "committed_at": null,
+                            "lag_ms": lag, "budget": "1s", "within_budget": within,
+                            "measured_by": "record", "served_by": "paimon"},
+                "total_rows_in_files": null,
+                "health": {"latest_snapshot": 3, "earliest_snapshot": 1, "snapshots": 3, "buckets": [],
+                           "tags": [{"name": "t", "snapshot_id": 2}]},
+                "quarantined": 0, "last_quarantined": null, "spend": null,
+            }))
+            .unwrap()
         };
         let samples = vec![
             Sample {

@@ -163,11 +163,11 @@ pub fn livestate_rows(dir: &std::path::Path, table: &str, extra: &[&str]) -> Vec
 
 /// A proposal to order bolts citing `read`, one table's result of a consistent read of `stock`
 /// (its snapshot and first row).
-pub fn bolt_order_citing(read: &serde_json::Value) -> serde_json::Value {
+pub fn bolt_order_citing(read: &livestate_client::RowsAnswer) -> serde_json::Value {
     serde_json::json!({
         "kind": "replenishment_order", "module": "procurement", "summary": "order 93 bolts",
         "action": {"item": "bolt", "qty": 93},
-        "sources": [{"table": "stock", "snapshot_id": read["receipt"]["snapshot_id"], "rows": [read["rows"][0]]}],
+        "sources": [{"table": "stock", "snapshot_id": read.receipt.snapshot_id, "rows": [read.rows.first()]}],
         "rule": {"name": "up-to-target", "version": "2", "text": "order up to 100"},
         "risk": {"level": "medium", "reasons": ["new supplier"]}
     })
