@@ -10,11 +10,11 @@ use common::{event, start};
 use livestate_client::{TableInfo, TableRead};
 use serde_json::{json, Value};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sql_reads_with_receipts_and_time_travel_and_refuses_every_write() {
+/// A server whose stock counted bolt at north (50, then 10) and south (70), with an open order
+/// of 5 at north; and `stock`'s snapshot before the second count.
+async fn counted_twice() -> (common::TestServer, i64) {
     let server = start().await;
     let admin = server.client("admin");
-    let agent = server.client("agent:procurement");
     admin
         .emit(
             &(event("c1", "inventory.stock_counted", json!({"item": "bolt", "location": "north", "on_hand": 50}))
@@ -35,9 +35,14 @@ async fn sql_reads_with_receipts_and_time_travel_and_refuses_every_write() {
         .await
         .unwrap();
     admin.consistent_read(&[TableRead::table("stock")]).await.unwrap();
+    (server, first_snapshot)
+}
 
-    // A join and an aggregate, with a receipt per table read.
-    let a = agent
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_with_an_aggregate_answers_with_a_receipt_per_table_read() {
+    let (server, first_snapshot) = counted_twice().await;
+    let a = server
+        .client("agent:procurement")
         .sql("SELECT s.location, s.on_hand, sum(o.qty) AS ordered FROM stock s LEFT JOIN open_orders o ON s.item = o.item AND s.location = o.location GROUP BY s.location, s.on_hand ORDER BY s.location", None)
         .await
         .unwrap();
@@ -50,8 +55,12 @@ async fn sql_reads_with_receipts_and_time_travel_and_refuses_every_write() {
         a["receipts"].as_array().unwrap().iter().map(|r| r["table"].as_str().unwrap()).collect();
     assert_eq!(tables, vec!["open_orders", "stock"]);
     assert!(a["receipts"][1]["snapshot_id"].as_i64().unwrap() > first_snapshot);
+}
 
-    // Time travel by snapshot, and by a tag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_time_travels_by_snapshot_and_by_tag_and_names_a_missing_snapshot() {
+    let (server, first_snapshot) = counted_twice().await;
+    let agent = server.client("agent:procurement");
     let old = agent
         .sql(
             &format!("SELECT on_hand FROM stock VERSION AS OF {first_snapshot} WHERE location = 'north'"),
@@ -77,13 +86,21 @@ async fn sql_reads_with_receipts_and_time_travel_and_refuses_every_write() {
     assert_eq!(tagged["rows"], json!([{"total": 120}]));
     let e = agent.sql("SELECT * FROM stock VERSION AS OF 9999", None).await.unwrap_err();
     assert!(e.to_string().contains("no snapshot 9999"), "{e}");
+}
 
-    // The row limit.
-    let limited = agent.sql("SELECT * FROM stock", Some(1)).await.unwrap();
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_over_the_row_limit_is_truncated_and_says_so() {
+    let (server, _) = counted_twice().await;
+    let limited = server.client("agent:procurement").sql("SELECT * FROM stock", Some(1)).await.unwrap();
     assert_eq!((limited["rows"].as_array().unwrap().len(), limited["truncated"].clone()), (1, json!(true)));
+}
 
-    // Writes of every kind are refused on the plan, and nothing changes. (The proposal's event
-    // is committed into the inbox first, so its 1 s budget cannot commit during the check.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_refuses_every_kind_of_write_on_the_plan_and_changes_nothing() {
+    let (server, _) = counted_twice().await;
+    let admin = server.client("admin");
+    let agent = server.client("agent:procurement");
+    // Everything emitted is committed first, so no budget commits during the check.
     admin.consistent_read(&[TableRead::table("approval_inbox")]).await.unwrap();
     let before = (
         admin.tables().await.unwrap(),
@@ -121,8 +138,11 @@ async fn sql_reads_with_receipts_and_time_travel_and_refuses_every_write() {
     assert!(!copy_target.exists());
     let rows = agent.sql("SELECT on_hand FROM stock ORDER BY location", None).await.unwrap();
     assert_eq!(rows["rows"], json!([{"on_hand": 10}, {"on_hand": 70}]));
+}
 
-    // Modules do not read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modules_cannot_query() {
+    let server = start().await;
     let e = server.client("module:inventory").sql("SELECT 1", None).await.unwrap_err();
     assert_eq!(e.status().map(|s| s.as_u16()), Some(403));
 }
