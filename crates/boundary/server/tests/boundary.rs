@@ -59,10 +59,10 @@ async fn a_proposal_goes_from_reading_to_decision_to_module_event_and_its_audit_
     // The agent is told of the shortage by the trigger.
     let firing = eventually("the shortage to fire", || async {
         let f = agent.firings("stock_below_reorder_point", None, true).await.unwrap();
-        f["firings"].as_array().unwrap().first().cloned()
+        f.firings.into_iter().next()
     })
     .await;
-    assert_eq!(firing["key"], json!({"item": "bolt", "location": "north"}));
+    assert_eq!(Value::Object(firing.key), json!({"item": "bolt", "location": "north"}));
 
     // One consistent read of the stock and the supplier's risk, with receipts.
     let read = agent

@@ -188,10 +188,10 @@ impl ProcurementAgent {
     pub async fn poll(&mut self) -> Result<Vec<String>, ClientError> {
         let firings = self.client.firings(TRIGGER, None, true).await?;
         let mut made = Vec::new();
-        for f in firings["firings"].as_array().into_iter().flatten() {
-            let item = f["key"]["item"].as_str().unwrap_or_default().to_string();
-            let location = f["key"]["location"].as_str().unwrap_or_default().to_string();
-            let after = &f["after"];
+        for f in firings.firings {
+            let key = Value::Object(f.key);
+            let (item, location) = (text(&key, "item").to_string(), text(&key, "location").to_string());
+            let after = &Value::Object(f.after);
             self.say(Narration::Shortage {
                 item: item.clone(),
                 location: location.clone(),

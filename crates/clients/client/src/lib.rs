@@ -249,12 +249,12 @@ impl Client {
         trigger: &str,
         consumer: Option<&str>,
         ack: bool,
-    ) -> Result<Value, ClientError> {
+    ) -> Result<Firings, ClientError> {
         let mut q = format!("ack={ack}");
         if let Some(c) = consumer {
             q.push_str(&format!("&consumer={}", enc(c)));
         }
-        self.get(&format!("/v1/triggers/{}/firings?{q}", enc(trigger))).await
+        typed(self.get(&format!("/v1/triggers/{}/firings?{q}", enc(trigger))).await?, "firings")
     }
 
     /// `GET /v1/tables/{table}/schema`: columns and types, primary key, merge engine, budget.
