@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{event, start};
-use livestate_client::{TableInfo, TableRead};
+use livestate_client::TableRead;
 use serde_json::{json, Value};
 
 /// A server whose stock counted bolt at north (50, then 10) and south (70), with an open order
@@ -130,10 +130,10 @@ async fn sql_refuses_every_kind_of_write_on_the_plan_and_changes_nothing() {
         admin.tables().await.unwrap(),
         std::fs::read_dir(server.dir.join("warehouse/state.db")).unwrap().count(),
     );
-    let snapshots = |t: &[TableInfo]| {
-        t.iter().map(|x| (x.name.clone(), x.receipt.snapshot_id, x.health.tags.clone())).collect::<Vec<_>>()
-    };
-    assert_eq!(snapshots(&before.0), snapshots(&after.0));
+    assert_eq!(
+        livestate_testkit::snapshots_and_tags(&before.0),
+        livestate_testkit::snapshots_and_tags(&after.0)
+    );
     assert_eq!(before.1, after.1);
     assert!(!copy_target.exists());
     let rows = agent.sql("SELECT on_hand FROM stock ORDER BY location", None).await.unwrap();

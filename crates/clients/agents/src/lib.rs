@@ -33,8 +33,8 @@ pub(crate) fn text<'a>(row: &'a Value, col: &str) -> &'a str {
 }
 
 /// The rows of one result of a consistent read, each as a JSON object.
-pub(crate) fn rows_of(result: Option<&RowsAnswer>) -> Vec<Value> {
-    result.map(|r| r.rows.iter().cloned().map(Value::Object).collect()).unwrap_or_default()
+pub(crate) fn rows_of(result: &RowsAnswer) -> Vec<Value> {
+    result.rows.iter().cloned().map(Value::Object).collect()
 }
 
 /// A cited source from a read result: the receipt's snapshot and the rows used.

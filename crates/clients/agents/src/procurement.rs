@@ -237,7 +237,7 @@ impl ProcurementAgent {
                 TableRead::table("supplier_risk"),
             ])
             .await?;
-        let rows = |t: &str| rows_of(read.result(t));
+        let rows = |t: &str| read.result(t).map(rows_of).unwrap_or_default();
         let (stock, orders, offers, risks) =
             (rows("stock"), rows("open_orders"), rows("supplier_items"), rows("supplier_risk"));
         let Some(plan) = plan(item, &stock, &offers, &risks) else {

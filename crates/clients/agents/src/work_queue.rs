@@ -100,7 +100,7 @@ impl WorkQueueAgent {
         let read = self.client.consistent_read(&[TableRead::table("work_queue")]).await?;
         // The server answers every table a consistent read names.
         let Some(queue) = read.result("work_queue") else { return Ok(Vec::new()) };
-        let rows = rows_of(Some(queue));
+        let rows = rows_of(queue);
         let mut made = Vec::new();
         for action in plan(&rows, self.threshold, chrono::Utc::now()) {
             let job = match &action {

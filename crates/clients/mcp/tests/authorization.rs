@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use livestate_client::{Client, TableInfo, TableRead};
+use livestate_client::{Client, TableRead};
 use livestate_mcp::LivestateMcp;
 use rmcp::model::{CallToolRequestParams, ErrorCode, ReadResourceRequestParams, ResourceContents};
 use rmcp::service::{RoleClient, RunningService, ServiceError};
@@ -319,13 +319,7 @@ async fn writing_through_the_sql_tool_is_refused_and_changes_nothing() {
     let mut server = start().await;
     bolt_in_stock(&server).await;
     let admin = server.client("admin");
-    let snapshots = |tables: &[TableInfo]| {
-        tables
-            .iter()
-            .map(|t| (t.name.clone(), t.receipt.snapshot_id, t.health.tags.clone()))
-            .collect::<Vec<_>>()
-    };
-    let tables_before = snapshots(&admin.tables().await.unwrap());
+    let tables_before = livestate_testkit::snapshots_and_tags(&admin.tables().await.unwrap());
     let offset_before = server.record_next_offset().await;
 
     let agent = session(&server.url, &server.tokens["agent:procurement"]).await;
@@ -357,7 +351,7 @@ async fn writing_through_the_sql_tool_is_refused_and_changes_nothing() {
     let read = call_tool(&agent, "read_rows", json!({"table": "stock", "keys": {"item": "bolt"}})).await;
     let rows: Value = serde_json::from_str(&read.text).unwrap();
     assert_eq!(rows["rows"][0]["on_hand"], json!(5), "{rows}");
-    assert_eq!(snapshots(&admin.tables().await.unwrap()), tables_before);
+    assert_eq!(livestate_testkit::snapshots_and_tags(&admin.tables().await.unwrap()), tables_before);
     assert_eq!(server.record_next_offset().await, offset_before);
     agent.cancel().await.unwrap();
     server.stop().await;

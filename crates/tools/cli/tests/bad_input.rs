@@ -710,14 +710,14 @@ async fn audit_of_hostile_proposal_ids_is_refused_by_the_server() {
             wrong.push(format!("audit {}: exit {:?}: {:.300}", short(id), r.code, r.stderr));
         }
     }
-    let snapshots = |v: &[livestate_client::TableInfo]| {
-        v.iter().map(|t| (t.name.clone(), t.receipt.snapshot_id, t.health.tags.clone())).collect::<Vec<_>>()
-    };
     let tables_after = client.tables().await.unwrap();
     let proposals = client.proposals(None).await.unwrap();
     let _ = server.kill();
     let _ = server.wait();
     assert!(wrong.is_empty(), "{} case(s) wrong:\n{}", wrong.len(), wrong.join("\n"));
-    assert_eq!(snapshots(&tables_after), snapshots(&tables_before));
+    assert_eq!(
+        livestate_testkit::snapshots_and_tags(&tables_after),
+        livestate_testkit::snapshots_and_tags(&tables_before)
+    );
     assert!(proposals.proposals.is_empty(), "{proposals:?}");
 }

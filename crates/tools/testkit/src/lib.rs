@@ -54,6 +54,14 @@ where
 /// A loopback port free at the time of the call.
 ///
 /// # Panics
+/// Each table's name, latest snapshot and tags, from `GET /v1/tables`: what a refused write
+/// must leave as it was.
+pub fn snapshots_and_tags(
+    tables: &[livestate_api::read::TableInfo],
+) -> Vec<(String, Option<i64>, Vec<livestate_api::read::TagInfo>)> {
+    tables.iter().map(|t| (t.name.clone(), t.receipt.snapshot_id, t.health.tags.clone())).collect()
+}
+
 /// When no port can be bound.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
