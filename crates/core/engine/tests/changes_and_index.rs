@@ -30,7 +30,7 @@ fn canon(rows: impl IntoIterator<Item = Vec<Value>>) -> Vec<String> {
 async fn paimon_rows(ls: &Livestate, table: &str) -> Vec<String> {
     let ts = ls.spec().table(table).unwrap();
     let t = ls.catalog().table(&Identifier::new(STATE_DB, table)).await.unwrap();
-    canon(livestate_engine::read::scan_all(&t, ts).await.unwrap())
+    canon(livestate_engine::read::paimon_scan_all(&t, ts).await.unwrap())
 }
 
 fn index_rows(ls: &Livestate, table: &str) -> Vec<String> {

@@ -40,7 +40,7 @@ pub struct KvFile {
 ///
 /// # Errors
 /// The file cannot be read, or is not parquet ([`LsmError::DataFile`] names it).
-pub(crate) async fn open_data_file(
+pub async fn open_data_file(
     table: &Table,
     name: &str,
     path: &str,

@@ -391,8 +391,8 @@ pub async fn reads(ls: &Livestate, item_locations: usize, lookups: usize) -> Res
     let (indexed, files) = (ls.reader(), ls.reader().without_index());
     let mut read_api = timed_reads(&indexed, item_locations, (lookups / 10).max(10)).await?;
     let mut paimon_scan = timed_reads(&files, item_locations, (lookups / 200).max(5)).await?;
-    let (scan_rows, scan_seconds) = full_scans(&files).await?;
-    let (index_rows, index_scan_seconds) = full_scans(&indexed).await?;
+    let (scan_rows, scan_seconds) = full_scans(&files, 3).await?;
+    let (index_rows, index_scan_seconds) = full_scans(&indexed, 3).await?;
     if index_rows != scan_rows {
         let message =
             format!("a full read gave {scan_rows} rows from Paimon and {index_rows} from the index");
@@ -409,12 +409,12 @@ pub async fn reads(ls: &Livestate, item_locations: usize, lookups: usize) -> Res
     })
 }
 
-/// Rows and median seconds of three full reads of the stock table through the read API, with
+/// Rows and median seconds of `times` full reads of the stock table through the read API, with
 /// the lookup index or without it (as `reader` is).
-async fn full_scans(reader: &Reader<'_>) -> Result<(u64, f64)> {
+async fn full_scans(reader: &Reader<'_>, times: usize) -> Result<(u64, f64)> {
     let mut scans = Vec::new();
     let mut scan_rows = 0;
-    for _ in 0..3 {
+    for _ in 0..times.max(1) {
         let req = ReadRequest { table: FRESH_TABLE.into(), keys: vec![], at: At::Latest };
         let t = Instant::now();
         let rows = reader.read(&req).await?;
@@ -422,7 +422,25 @@ async fn full_scans(reader: &Reader<'_>) -> Result<(u64, f64)> {
         scan_rows = rows.rows.len() as u64;
     }
     scans.sort_by(f64::total_cmp);
-    Ok((scan_rows, scans[1]))
+    Ok((scan_rows, scans[scans.len() / 2]))
+}
+
+/// The full scans alone, `times` of each (from the files, then through the lookup index), on an
+/// ingested directory: for A/B runs and profiles of that step.
+///
+/// # Errors
+/// Engine errors.
+pub async fn scans_of(dir: &Path, times: usize) -> Result<serde_json::Value> {
+    let ls = Livestate::open(dir).await?;
+    let (rows, files_seconds) = full_scans(&ls.reader().without_index(), times).await?;
+    let (_, index_seconds) = full_scans(&ls.reader(), times).await?;
+    Ok(serde_json::json!({
+        "rows": rows,
+        "files_seconds": files_seconds,
+        "files_rows_per_s": rows as f64 / files_seconds,
+        "index_seconds": index_seconds,
+        "index_rows_per_s": rows as f64 / index_seconds,
+    }))
 }
 
 /// `n` key reads through the read API, with the lookup index or without it (as `reader` is).

@@ -100,6 +100,15 @@ enum Step {
     /// directory), for A/B runs and profiles of that step.
     #[command(hide = true, name = "child-http")]
     Http(Lookups),
+    /// Full scans of `stock` alone, from its files and through the lookup index, on an ingested
+    /// directory, for A/B runs and profiles of that step.
+    #[command(hide = true, name = "child-scans")]
+    Scans {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long, default_value_t = 9)]
+        times: usize,
+    },
     #[command(hide = true, name = "child-freshness")]
     Freshness {
         #[arg(long)]
@@ -170,6 +179,7 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
                 livestate_bench::http::lookups(&dir, item_locations, lookups).await?;
             json(&serde_json::json!({"latencies": latencies, "serve_pss_mib": serve_mib}))
         }
+        Some(Step::Scans { dir, times }) => json(&engine::scans_of(&dir, times).await?),
         Some(Step::Freshness { dir, item_locations, seed, rate, seconds }) => {
             json(&engine::freshness(&dir, item_locations, seed, rate, seconds).await?)
         }

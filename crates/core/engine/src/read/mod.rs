@@ -23,6 +23,7 @@ use crate::Catalog;
 pub use livestate_api::read::{MeasuredBy, ServedBy};
 
 mod filter;
+mod merge;
 mod reader;
 mod receipt;
 mod scan;

@@ -30,12 +30,24 @@ impl Rows {
     }
 }
 
-/// Every row of `table` (as of the version the handle points at), merged.
+/// Every row of `table` (as of the version the handle points at), merged as livestate's reads
+/// merge it (see [`scan`]).
 ///
 /// # Errors
 /// Paimon or Arrow errors.
 pub async fn scan_all(table: &Table, ts: &TableSpec) -> Result<Vec<Vec<Value>>, EngineError> {
     scan(table, ts, &[]).await
+}
+
+/// Every row of `table`, merged by the `paimon` crate's reader alone, never by livestate's own
+/// merge: what checks compare livestate's reads against.
+///
+/// # Errors
+/// Paimon or Arrow errors.
+pub async fn paimon_scan_all(table: &Table, ts: &TableSpec) -> Result<Vec<Vec<Value>>, EngineError> {
+    let full = TableId::state(&ts.name).full_name();
+    let Some((rb, plan)) = planned(table, ts, &[], &full).await? else { return Ok(Vec::new()) };
+    plan_rows(&rb, &plan, &full).await
 }
 
 /// The rows of an Arrow batch of `ts`'s columns.
@@ -70,19 +82,37 @@ pub fn row_kinds(batch: &arrow_array::RecordBatch) -> Result<Vec<String>, Engine
         .collect()
 }
 
+/// The rows of `table` for which `filters` hold, merged: by livestate's own merge where it
+/// reads the table exactly as Paimon does (`merge.rs`), else by the `paimon` crate's reader.
 pub(crate) async fn scan(
     table: &Table,
     ts: &TableSpec,
     filters: &[(usize, Value)],
 ) -> Result<Vec<Vec<Value>>, EngineError> {
     let full = TableId::state(&ts.name).full_name();
-    let has_snapshot = table
-        .snapshot_manager()
-        .get_latest_snapshot_id()
-        .await
-        .map_err(paimon_err(&full, "read snapshot"))?;
+    let Some((rb, plan)) = planned(table, ts, filters, &full).await? else { return Ok(Vec::new()) };
+    let Some(merger) = merge::own_merger(table, ts) else {
+        return plan_rows(&rb, &plan, &full).await;
+    };
+    let mut rows = merge::merged_plan_rows(table, ts, merger, &rb, &plan, &full).await?;
+    if !filters.is_empty() {
+        rows.retain(|r| filters.iter().all(|(i, v)| &r[*i] == v));
+    }
+    Ok(rows)
+}
+
+/// The read builder and plan of a scan of `table` with `filters` as predicates, `None` when the
+/// table has no snapshot yet.
+async fn planned<'t>(
+    table: &'t Table,
+    ts: &TableSpec,
+    filters: &[(usize, Value)],
+    full: &str,
+) -> Result<Option<(paimon::ReadBuilder<'t>, paimon::Plan)>, EngineError> {
+    let has_snapshot =
+        table.snapshot_manager().get_latest_snapshot_id().await.map_err(paimon_err(full, "read snapshot"))?;
     if has_snapshot.is_none() {
-        return Ok(Vec::new());
+        return Ok(None);
     }
     let mut rb = table.new_read_builder();
     if !filters.is_empty() {
@@ -94,7 +124,7 @@ pub(crate) async fn scan(
                 Some(d) => pb.equal(col, d),
                 None => pb.is_null(col),
             };
-            preds.push(p.map_err(paimon_err(&full, "filter"))?);
+            preds.push(p.map_err(paimon_err(full, "filter"))?);
         }
         rb.with_filter(Predicate::and(preds));
     }
@@ -104,8 +134,8 @@ pub(crate) async fn scan(
         // the merged view of every file is the table's content.
         scan = scan.with_scan_all_files();
     }
-    let plan = scan.plan().await.map_err(paimon_err(&full, "plan scan"))?;
-    plan_rows(&rb, &plan, &full).await
+    let plan = scan.plan().await.map_err(paimon_err(full, "plan scan"))?;
+    Ok(Some((rb, plan)))
 }
 
 pub(crate) fn sort_by_key(ts: &TableSpec, rows: &mut [Vec<Value>]) {
