@@ -49,8 +49,23 @@ pub(crate) fn own_merger(table: &Table, ts: &TableSpec) -> Option<Merger> {
     Merger::new(ts).ok()
 }
 
-/// The merged rows of one bucket, in key order, or `None` when this bucket must be read by
-/// Paimon's reader (see the module documentation).
+/// One bucket merged: its rows in key order, with each row's key as byte-comparable bytes
+/// (`keys.row(key_of[i])` is the key of `rows[i]`), so buckets are merged into one key order
+/// without reading the rows again.
+pub(crate) struct MergedBucket {
+    pub rows: Vec<Vec<Value>>,
+    keys: arrow_row::Rows,
+    key_of: Vec<u32>,
+}
+
+impl MergedBucket {
+    fn key(&self, i: usize) -> &[u8] {
+        self.keys.row(self.key_of[i] as usize).data()
+    }
+}
+
+/// One bucket merged, or `None` when this bucket must be read by Paimon's reader (see the
+/// module documentation).
 ///
 /// # Errors
 /// A data file that cannot be read or decoded.
@@ -60,7 +75,7 @@ pub(crate) async fn merge_split(
     merger: &Merger,
     split: &DataSplit,
     full: &str,
-) -> Result<Option<Vec<Vec<Value>>>, EngineError> {
+) -> Result<Option<MergedBucket>, EngineError> {
     let schema_id = table.schema().id();
     let files = split.data_files();
     if files.iter().any(|f| f.schema_id != schema_id || f.write_cols.is_some())
@@ -77,7 +92,7 @@ pub(crate) async fn merge_split(
             batches.push(batch.map_err(|e| bad(format!("data file {}: {e}", file.file_name)))?);
         }
     }
-    let Some(first) = batches.first() else { return Ok(Some(Vec::new())) };
+    let Some(first) = batches.first() else { return Ok(None) };
     let schema = first.schema();
     let expected = [SEQUENCE, VALUE_KIND].into_iter().chain(ts.columns.keys().map(String::as_str));
     if !schema.fields().iter().map(|f| f.name().as_str()).eq(expected)
@@ -139,29 +154,57 @@ pub(crate) async fn merge_split(
         .map_err(|e| bad(e.to_string()))?;
     let mut decoded = crate::rows::from_batch(&taken).map_err(bad)?.into_iter();
     let mut out = Vec::with_capacity(groups.len());
+    let mut key_of = Vec::with_capacity(groups.len());
     if merger.replaces_rows() {
         for (&i, row) in needed.iter().zip(decoded) {
             if kinds[i as usize].is_add() {
                 out.push(row);
+                key_of.push(i);
             }
         }
-        return Ok(Some(out));
-    }
-    for g in groups {
-        let mut current = None;
-        for &i in &order[g] {
-            let row = decoded.next().expect("one decoded row per row folded");
-            let action = if kinds[i as usize].is_add() { Action::Upsert } else { Action::Delete };
-            current = merger.apply(current, action, &row);
+    } else {
+        for g in groups {
+            let key = order[g.start];
+            let mut current = None;
+            for &i in &order[g] {
+                let row = decoded.next().expect("one decoded row per row folded");
+                let action = if kinds[i as usize].is_add() { Action::Upsert } else { Action::Delete };
+                current = merger.apply(current, action, &row);
+            }
+            if let Some(row) = current {
+                out.push(row);
+                key_of.push(key);
+            }
         }
-        out.extend(current);
     }
-    Ok(Some(out))
+    Ok(Some(MergedBucket { rows: out, keys, key_of }))
+}
+
+/// The rows of merged buckets in one key order, by their keys' bytes (the rows themselves are
+/// only moved, never read: they are cold by now).
+fn in_key_order(buckets: Vec<MergedBucket>) -> Vec<Vec<Value>> {
+    let total = buckets.iter().map(|b| b.rows.len()).sum();
+    let mut at = vec![0usize; buckets.len()];
+    // The bucket each row of the result comes from, in order.
+    let mut from = Vec::with_capacity(total);
+    loop {
+        let mut best: Option<usize> = None;
+        for (b, bucket) in buckets.iter().enumerate() {
+            if at[b] < bucket.rows.len() && best.is_none_or(|x| bucket.key(at[b]) < buckets[x].key(at[x])) {
+                best = Some(b);
+            }
+        }
+        let Some(b) = best else { break };
+        from.push(b);
+        at[b] += 1;
+    }
+    let mut rows: Vec<_> = buckets.into_iter().map(|b| b.rows.into_iter()).collect();
+    from.into_iter().map(|b| rows[b].next().expect("one row per entry")).collect()
 }
 
 /// The rows of `plan`'s splits merged by livestate where it can, by Paimon's reader where it
-/// cannot, in split order; each split on a task of its own, as many at once as the machine has
-/// cores.
+/// cannot; each split on a task of its own, as many at once as the machine has cores. In key
+/// order when livestate merged every split (the second field says so), else in split order.
 pub(crate) async fn merged_plan_rows(
     table: &Table,
     ts: &TableSpec,
@@ -169,7 +212,7 @@ pub(crate) async fn merged_plan_rows(
     rb: &paimon::ReadBuilder<'_>,
     plan: &paimon::Plan,
     full: &str,
-) -> Result<Vec<Vec<Value>>, EngineError> {
+) -> Result<(Vec<Vec<Value>>, bool), EngineError> {
     let read = rb.new_read().map_err(crate::error::paimon_err(full, "read"))?;
     let permits = Arc::new(tokio::sync::Semaphore::new(super::scan::cores()));
     let (merger, table, ts) = (Arc::new(merger), Arc::new(table.clone()), Arc::new(ts.clone()));
@@ -186,23 +229,35 @@ pub(crate) async fn merged_plan_rows(
                 let _permit = permits.acquire().await.expect("the semaphore is never closed");
                 merge_split(&table, &ts, &merger, &split, &full).await
             };
-            let rows = match own {
-                Ok(Some(rows)) => Ok(rows),
-                Ok(None) => super::scan::split_rows(fallback, full, permits).await,
+            // Merged by livestate (`Ok`) or by the crate's reader (`Err`).
+            let part = match own {
+                Ok(Some(bucket)) => Ok(Ok(bucket)),
+                Ok(None) => super::scan::split_rows(fallback, full, permits).await.map(Err),
                 Err(e) => Err(e),
             };
-            (i, rows)
+            (i, part)
         });
     }
-    let mut parts: Vec<Vec<Vec<Value>>> = vec![Vec::new(); n];
+    let mut parts: Vec<Option<Result<MergedBucket, Vec<Vec<Value>>>>> = (0..n).map(|_| None).collect();
     while let Some(done) = tasks.join_next().await {
         let (i, part) = done.map_err(|e| EngineError::Arrow {
             table: full.to_string(),
             message: format!("read task failed: {e}"),
         })?;
-        parts[i] = part?;
+        parts[i] = Some(part?);
     }
-    Ok(parts.into_iter().flatten().collect())
+    let parts: Vec<_> = parts.into_iter().flatten().collect();
+    if parts.iter().all(Result::is_ok) {
+        return Ok((in_key_order(parts.into_iter().flatten().collect()), true));
+    }
+    let rows = parts
+        .into_iter()
+        .flat_map(|p| match p {
+            Ok(bucket) => bucket.rows,
+            Err(rows) => rows,
+        })
+        .collect();
+    Ok((rows, false))
 }
 
 #[cfg(test)]

@@ -159,11 +159,10 @@ fn latest_from_index(
     index: Option<&Index>,
     lag: &LagSource<'_>,
 ) -> Result<Option<Rows>, EngineError> {
-    let Some((meta, mut rows)) = from_index(ts, filters, index, |m| m.committed_at_ms.is_some())? else {
+    let Some((meta, rows)) = from_index(ts, filters, index, |m| m.committed_at_ms.is_some())? else {
         return Ok(None);
     };
     let at_ms = meta.committed_at_ms.expect("the index reflects a commit of known time");
-    sort_by_key(ts, &mut rows);
     let mut receipt = receipt_of(ts, meta.snapshot_id, meta.identifier, Some(format_millis(at_ms)), lag)?;
     receipt.served_by = ServedBy::Index;
     Ok(Some(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt }))
@@ -234,9 +233,8 @@ async fn read_filtered(
     let (table, receipt) = match &req.at {
         At::Latest => {
             let mut r = latest_receipt(&table, &ts, lag).await?;
-            if let Some((_, mut rows)) = from_index(&ts, &filters, index, |m| m.identifier == r.identifier)? {
+            if let Some((_, rows)) = from_index(&ts, &filters, index, |m| m.identifier == r.identifier)? {
                 r.served_by = ServedBy::Index;
-                sort_by_key(&ts, &mut rows);
                 return Ok(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt: r });
             }
             (table, r)
@@ -249,9 +247,7 @@ async fn read_filtered(
             };
             let snap = snapshot_at(&table, &ts, at).await?;
             if let At::Snapshot(id) = at {
-                if let Some((_, mut rows)) = from_index(&ts, &filters, index, |m| m.snapshot_id == Some(*id))?
-                {
-                    sort_by_key(&ts, &mut rows);
+                if let Some((_, rows)) = from_index(&ts, &filters, index, |m| m.snapshot_id == Some(*id))? {
                     let mut receipt = past_receipt(&ts, &snap);
                     receipt.served_by = ServedBy::Index;
                     return Ok(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt });
@@ -264,7 +260,7 @@ async fn read_filtered(
             (tt, past_receipt(&ts, &snap))
         }
     };
-    let mut rows = match scan(&table, &ts, &filters).await {
+    let rows = match scan(&table, &ts, &filters).await {
         Ok(rows) => rows,
         Err(e) => {
             let version = match &req.at {
@@ -275,7 +271,6 @@ async fn read_filtered(
             return Err(diagnose(&table, &full, version.as_ref(), e).await);
         }
     };
-    sort_by_key(&ts, &mut rows);
     Ok(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt })
 }
 
@@ -341,8 +336,8 @@ fn check_tag_name(table: &str, name: &str) -> Result<(), EngineError> {
 type IndexedRows = (IndexMeta, Vec<Vec<Value>>);
 
 /// Answers from the lookup index when it reflects the version asked for (`reflects` says so of
-/// its meta): by key when `filters` name every key column, else by filtering every indexed
-/// row. Meta and rows are read through one [`Index::view`] and kept only when no commit was
+/// its meta), rows in key order: by key when `filters` name every key column, else by
+/// filtering every indexed row. Meta and rows are read through one [`Index::view`] and kept only when no commit was
 /// applied meanwhile (tried three times), so the rows are exactly the commit the meta names;
 /// `None` when the table must be read from Paimon instead.
 fn from_index(

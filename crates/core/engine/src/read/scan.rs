@@ -82,8 +82,9 @@ pub fn row_kinds(batch: &arrow_array::RecordBatch) -> Result<Vec<String>, Engine
         .collect()
 }
 
-/// The rows of `table` for which `filters` hold, merged: by livestate's own merge where it
-/// reads the table exactly as Paimon does (`merge.rs`), else by the `paimon` crate's reader.
+/// The rows of `table` for which `filters` hold, merged, in key order: by livestate's own
+/// merge where it reads the table exactly as Paimon does (`merge.rs`), else by the `paimon`
+/// crate's reader.
 pub(crate) async fn scan(
     table: &Table,
     ts: &TableSpec,
@@ -91,12 +92,15 @@ pub(crate) async fn scan(
 ) -> Result<Vec<Vec<Value>>, EngineError> {
     let full = TableId::state(&ts.name).full_name();
     let Some((rb, plan)) = planned(table, ts, filters, &full).await? else { return Ok(Vec::new()) };
-    let Some(merger) = merge::own_merger(table, ts) else {
-        return plan_rows(&rb, &plan, &full).await;
+    let (mut rows, in_order) = match merge::own_merger(table, ts) {
+        Some(merger) => merge::merged_plan_rows(table, ts, merger, &rb, &plan, &full).await?,
+        None => (plan_rows(&rb, &plan, &full).await?, false),
     };
-    let mut rows = merge::merged_plan_rows(table, ts, merger, &rb, &plan, &full).await?;
     if !filters.is_empty() {
         rows.retain(|r| filters.iter().all(|(i, v)| &r[*i] == v));
+    }
+    if !in_order {
+        sort_by_key(ts, &mut rows);
     }
     Ok(rows)
 }
