@@ -47,7 +47,8 @@ def test_health_answers_ok_with_the_records_next_offset(url: str) -> None:
         h = anonymous.health()
     assert h.status == "ok"
     assert isinstance(h.record_next_offset, int) and h.record_next_offset >= 0
-    assert {"record", "index", "proposals"} <= set(h.stores)
+    for store in (h.stores.record, h.stores.index, h.stores.proposals):
+        assert store.block_cache_capacity_bytes > 0 and store.block_cache_bytes <= store.block_cache_capacity_bytes
 
 
 def test_whoami_names_each_tokens_principal_and_role(admin: Client, agent: Client, person: Client, module: Client) -> None:

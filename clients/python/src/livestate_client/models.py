@@ -7,7 +7,7 @@ too), booleans or ``None``.
 
 Where ``/v1/openapi.json`` has a component schema for a shape, the model of that shape is
 listed in ``tests/test_openapi.py`` and checked against it; the answers the document leaves
-untyped (health, audit, a new proposal, a table's schema) are checked against real answers
+untyped (audit, a new proposal) are checked against real answers
 there.
 """
 
@@ -50,13 +50,33 @@ class ErrorBody(Answer):
 # Health and identity
 
 
-class Health(Answer):
-    """``GET /v1/health``."""
+class StoreMemory(Answer):
+    """What one embedded store holds in memory: block cache and unflushed writes, in bytes."""
 
-    status: str
+    block_cache_bytes: int
+    block_cache_capacity_bytes: int
+    write_buffer_bytes: int
+    queued_flushes: int
+    journals: int
+
+
+class Stores(Answer):
+    """Each embedded store's memory."""
+
+    record: StoreMemory
+    index: StoreMemory
+    proposals: StoreMemory
+
+
+class Health(Answer):
+    """``GET /v1/health``: ``status`` is ``ok``, or ``refusing_appends`` (with ``error``, answered
+    with 503) after a write of the record failed."""
+
+    status: Literal["ok", "refusing_appends"]
     record_next_offset: int
-    stores: dict[str, Any] = Field(default_factory=dict)
+    stores: Stores
     heap_live_bytes: Optional[int] = None
+    error: Optional[str] = None
 
 
 class Role(Answer):

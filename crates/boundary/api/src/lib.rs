@@ -7,6 +7,7 @@
 
 pub mod error;
 pub mod event;
+pub mod health;
 pub mod principal;
 pub mod proposal;
 pub mod read;

@@ -340,3 +340,36 @@ mod tests {
         assert_eq!(serde_json::to_string(&r).expect("serializes"), text);
     }
 }
+
+/// One column of a table's schema.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SchemaColumn {
+    /// The column's name.
+    pub name: String,
+    /// Its type in the spec (`string`, `int`, `decimal(12,2)`, `timestamp`, ...).
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// Whether it is part of the primary key.
+    pub key: bool,
+}
+
+/// The answer of `GET /v1/tables/{table}/schema`: what a state table holds and how it is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TableSchema {
+    /// The table.
+    pub table: String,
+    /// What the spec says the table is for.
+    pub description: Option<String>,
+    /// The columns, in order.
+    pub columns: Vec<SchemaColumn>,
+    /// The primary key's columns.
+    pub primary_key: Vec<String>,
+    /// The Paimon merge engine.
+    pub merge_engine: String,
+    /// The freshness budget (`5s`, `1m`, ...).
+    pub budget: String,
+    /// The table's Paimon options.
+    pub options: std::collections::BTreeMap<String, String>,
+}

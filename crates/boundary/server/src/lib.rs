@@ -52,11 +52,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use livestate_api::event::{AppendedLine, EventsAnswer};
+use livestate_api::health::{Health, HealthStatus, StoreMemory, Stores};
 use livestate_api::principal::{Role, WhoAmI};
 use livestate_api::ErrorCode;
 use livestate_engine::{Barrier, BarrierRequest, Follow, Livestate};
 use livestate_lsm::Maintainer;
-use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -472,25 +472,34 @@ async fn follow_loop(
     }
 }
 
-#[utoipa::path(get, path = "/v1/health", responses((status = 200, description = "The server is up; `stores` gives each embedded store's block cache and unflushed writes in bytes"),
-    (status = 503, description = "The record refuses appends since a write failed: restart the server")))]
+#[utoipa::path(get, path = "/v1/health", responses((status = 200, description = "The server is up; `stores` gives each embedded store's block cache and unflushed writes in bytes", body = Health),
+    (status = 503, description = "The record refuses appends since a write failed: restart the server", body = Health)))]
 async fn health(State(s): State<Arc<Shared>>) -> Response {
-    let next = s.ls.record().next_offset();
     // What each embedded store holds in memory: the part of the process's memory that caches
     // and unflushed writes account for (bounded by configuration, docs/guarantees.md).
-    let memory = json!({
-        "record": s.ls.record().memory(),
-        "index": s.ls.index().memory(),
-        "proposals": s.store.memory(),
-    });
-    let mut body = json!({
-        "status": "ok", "record_next_offset": next, "stores": memory, "heap_live_bytes": heap::live_bytes(),
-    });
+    let store = |m: livestate_record::StoreMemory| StoreMemory {
+        block_cache_bytes: m.block_cache_bytes,
+        block_cache_capacity_bytes: m.block_cache_capacity_bytes,
+        write_buffer_bytes: m.write_buffer_bytes,
+        queued_flushes: m.queued_flushes as u64,
+        journals: m.journals as u64,
+    };
+    let mut body = Health {
+        status: HealthStatus::Ok,
+        record_next_offset: s.ls.record().next_offset(),
+        stores: Stores {
+            record: store(s.ls.record().memory()),
+            index: store(s.ls.index().memory()),
+            proposals: store(s.store.memory()),
+        },
+        heap_live_bytes: heap::live_bytes(),
+        error: None,
+    };
     match s.ls.record().refusing_appends() {
         None => Json(body).into_response(),
         Some(e) => {
-            body["status"] = json!("refusing_appends");
-            body["error"] = json!(e.to_string());
+            body.status = HealthStatus::RefusingAppends;
+            body.error = Some(e.to_string());
             (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
         }
     }

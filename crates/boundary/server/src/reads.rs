@@ -16,7 +16,7 @@ use livestate_api::read::{
 use livestate_engine::read::parse_where;
 use livestate_engine::{At, EngineError, ReadRequest, Rows};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::auth::Permission;
 use crate::error::{parse_body, ApiError};
@@ -553,23 +553,32 @@ pub(crate) async fn metrics(State(s): State<Arc<Shared>>, caller: Caller) -> Res
 }
 
 #[utoipa::path(get, path = "/v1/tables/{table}/schema", security(("token" = [])), params(("table" = String, Path)),
-    responses((status = 200, description = "Columns and types, primary key, merge engine, freshness budget, Paimon options"), (status = 404, description = "Unknown table")))]
+    responses((status = 200, description = "Columns and types, primary key, merge engine, freshness budget, Paimon options", body = livestate_api::read::TableSchema), (status = 404, description = "Unknown table")))]
 pub(crate) async fn schema(
     State(s): State<Arc<Shared>>,
     caller: Caller,
     UrlPath(table): UrlPath<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<livestate_api::read::TableSchema>, ApiError> {
     caller.require(Permission::Read)?;
     let ts = livestate_engine::read::table_spec(s.ls.spec(), &table)?;
-    let columns: Vec<Value> = ts
+    let columns = ts
         .columns
         .iter()
-        .map(|(c, t)| json!({"name": c, "type": t.to_string(), "key": ts.is_key(c)}))
+        .map(|(c, t)| livestate_api::read::SchemaColumn {
+            name: c.clone(),
+            ty: t.to_string(),
+            key: ts.is_key(c),
+        })
         .collect();
-    Ok(Json(json!({
-        "table": ts.name, "description": ts.description, "columns": columns, "primary_key": ts.primary_key,
-        "merge_engine": ts.merge_engine.as_str(), "budget": ts.freshness.to_string(), "options": ts.options,
-    })))
+    Ok(Json(livestate_api::read::TableSchema {
+        table: ts.name.clone(),
+        description: ts.description.clone(),
+        columns,
+        primary_key: ts.primary_key.clone(),
+        merge_engine: ts.merge_engine.as_str().to_string(),
+        budget: ts.freshness.to_string(),
+        options: ts.options.clone(),
+    }))
 }
 
 /// A read-only SQL query.

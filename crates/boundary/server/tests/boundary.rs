@@ -381,7 +381,7 @@ async fn an_idempotency_key_names_one_request_a_different_one_under_it_is_a_conf
     // The same request again (its answer lost, say): the same proposal.
     let again = agent.propose(&proposal("order 10 bolts", 10)).await.unwrap();
     assert_eq!((again.id.clone(), again.duplicate), (first.id.clone(), true), "{again:?}");
-    let head = server.client("admin").health().await.unwrap()["record_next_offset"].clone();
+    let head = server.client("admin").health().await.unwrap().record_next_offset;
     // Another request under the same key: refused, naming the key and the proposal, nothing stored.
     for other in [proposal("order 500 bolts", 500), proposal("order 10 bolts", 11)] {
         let e = agent.propose(&other).await.unwrap_err();
@@ -389,7 +389,7 @@ async fn an_idempotency_key_names_one_request_a_different_one_under_it_is_a_conf
         let text = e.to_string();
         assert!(text.contains("night-run-1") && text.contains(first.id.as_str()), "{text}");
     }
-    assert_eq!(server.client("admin").health().await.unwrap()["record_next_offset"], head);
+    assert_eq!(server.client("admin").health().await.unwrap().record_next_offset, head);
     let listed = agent.proposals(None).await.unwrap();
     assert_eq!(listed.proposals.iter().filter(|p| p.summary == "order 500 bolts").count(), 0, "{listed:?}");
     server.stop().await;

@@ -26,7 +26,7 @@ async fn a_proposal_missing_an_input_is_refused_naming_it_and_nothing_is_stored(
     stocked(&server).await;
     let agent = server.client("agent:procurement");
     let read = read_all(&server).await;
-    let before = agent.health().await.unwrap()["record_next_offset"].clone();
+    let before = agent.health().await.unwrap().record_next_offset;
     let tags_before = stock_tags(&server).await;
 
     // Stock and supplier risk cited, the supplier's offer not: pack_size is the first input missing.
@@ -59,7 +59,7 @@ async fn a_proposal_missing_an_input_is_refused_naming_it_and_nothing_is_stored(
     assert!(e.to_string().contains("carried out by `procurement`"), "{e}");
 
     // Nothing was stored: no event, no proposal, no tag.
-    assert_eq!(agent.health().await.unwrap()["record_next_offset"], before);
+    assert_eq!(agent.health().await.unwrap().record_next_offset, before);
     assert!(agent.proposals(None).await.unwrap().proposals.is_empty());
     assert_eq!(stock_tags(&server).await, tags_before);
 

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{event, start};
+use livestate_client::HealthStatus;
 use serde_json::json;
 
 #[tokio::test]
@@ -19,18 +20,21 @@ async fn health_reports_each_stores_block_cache_and_unflushed_writes() {
         .await
         .unwrap();
     let health = server.client("agent:procurement").health().await.unwrap();
-    assert_eq!(health["status"], json!("ok"), "{health}");
-    assert_eq!(health["record_next_offset"], json!(1), "{health}");
+    assert_eq!(health.status, HealthStatus::Ok, "{health:?}");
+    assert_eq!(health.record_next_offset, 1, "{health:?}");
+    assert_eq!(health.error, None, "{health:?}");
     use livestate_record::memory::{INDEX_CACHE_BYTES, PROPOSALS_CACHE_BYTES, RECORD_CACHE_BYTES};
-    for (store, cache) in
-        [("record", RECORD_CACHE_BYTES), ("index", INDEX_CACHE_BYTES), ("proposals", PROPOSALS_CACHE_BYTES)]
-    {
-        let s = &health["stores"][store];
-        assert_eq!(s["block_cache_capacity_bytes"], json!(cache), "{store}: {health}");
-        assert!(s["block_cache_bytes"].as_u64().unwrap() <= cache, "{store}: {health}");
-        assert!(s["queued_flushes"].is_u64() && s["journals"].as_u64().unwrap() >= 1, "{store}: {health}");
+    let stores = health.stores;
+    for (store, s, cache) in [
+        ("record", stores.record, RECORD_CACHE_BYTES),
+        ("index", stores.index, INDEX_CACHE_BYTES),
+        ("proposals", stores.proposals, PROPOSALS_CACHE_BYTES),
+    ] {
+        assert_eq!(s.block_cache_capacity_bytes, cache, "{store}: {health:?}");
+        assert!(s.block_cache_bytes <= cache, "{store}: {health:?}");
+        assert!(s.journals >= 1, "{store}: {health:?}");
     }
     // The event sits in the record's memtable until it fills or the journal outgrows its limit.
-    assert!(health["stores"]["record"]["write_buffer_bytes"].as_u64().unwrap() > 0, "{health}");
+    assert!(stores.record.write_buffer_bytes > 0, "{health:?}");
     server.stop().await;
 }

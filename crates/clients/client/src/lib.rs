@@ -20,6 +20,7 @@
 //! and the server's body: its stable code, its message and whether a retry can help.
 
 pub use livestate_api::event::{AppendedLine, EventsAnswer};
+pub use livestate_api::health::{Health, HealthStatus, StoreMemory, Stores};
 pub use livestate_api::principal::{Role, WhoAmI};
 pub use livestate_api::proposal::{
     Decided, NewDecision, NewProposal, Outbox, OutboxItem, PinnedTag, ProposalDoc, ProposalEntry,
@@ -27,7 +28,8 @@ pub use livestate_api::proposal::{
 };
 pub use livestate_api::read::{
     BucketHealth, ConsistentAnswer, ConsistentRead, Firing, Firings, MeasuredBy, Quarantined, Receipt,
-    RowsAnswer, ServedBy, Spend, TableHealth, TableInfo, TableRead, TableSpend, TagInfo,
+    RowsAnswer, SchemaColumn, ServedBy, Spend, TableHealth, TableInfo, TableRead, TableSchema, TableSpend,
+    TagInfo,
 };
 /// The typed answers of the sheet and history routes (defined once, in `livestate-api`).
 pub use livestate_api::sheet;
@@ -206,8 +208,8 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError`] (503 while the record refuses appends).
-    pub async fn health(&self) -> Result<Value, ClientError> {
-        self.get("/v1/health").await
+    pub async fn health(&self) -> Result<Health, ClientError> {
+        typed(self.get("/v1/health").await?, "the health")
     }
 
     /// `GET /v1/tables`: every table's receipt, budget and health.
@@ -260,8 +262,8 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError`].
-    pub async fn schema(&self, table: &str) -> Result<Value, ClientError> {
-        self.get(&format!("/v1/tables/{}/schema", enc(table))).await
+    pub async fn schema(&self, table: &str) -> Result<TableSchema, ClientError> {
+        typed(self.get(&format!("/v1/tables/{}/schema", enc(table))).await?, "a table's schema")
     }
 
     /// `POST /v1/sql`: one read-only query; rows and a receipt per table read.

@@ -5,7 +5,6 @@ use std::time::Instant;
 
 use livestate_client::{Client, TableInfo};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::{tally, Shared, FLAT_FRACTION, FLAT_MIB};
 use crate::memory::{pss_kib, pss_parts, tree, PssParts};
@@ -105,16 +104,6 @@ pub(super) struct Sample {
     tables: Vec<TableInfo>,
 }
 
-/// The sum of every store's block cache and write buffers in a `GET /v1/health` answer.
-fn stores_mib(health: &Value) -> Option<f64> {
-    let stores = health.get("stores")?.as_object()?;
-    let mut bytes = 0u64;
-    for store in stores.values() {
-        bytes += store.get("block_cache_bytes")?.as_u64()? + store.get("write_buffer_bytes")?.as_u64()?;
-    }
-    Some(bytes as f64 / (1024.0 * 1024.0))
-}
-
 pub(super) async fn sample(server_pid: u32, agent: &Client, start: Instant, t: &Shared) -> Option<Sample> {
     let pids = tree(server_pid);
     let pss: u64 = pids.iter().copied().filter_map(pss_kib).sum();
@@ -124,14 +113,9 @@ pub(super) async fn sample(server_pid: u32, agent: &Client, start: Instant, t: &
     let took = begin.elapsed();
     let health = agent.health().await;
     let mut t = tally(t);
+    let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
     let (stores_mib, heap_mib) = match health {
-        Ok(h) => match stores_mib(&h) {
-            Some(mib) => (mib, h["heap_live_bytes"].as_u64().map(|b| b as f64 / (1024.0 * 1024.0))),
-            None => {
-                t.error("health", format!("no memory figures of the stores: {h}"));
-                return None;
-            }
-        },
+        Ok(h) => (mib(h.stores.total_bytes()), h.heap_live_bytes.map(mib)),
         Err(e) => {
             t.error("health", e);
             return None;
@@ -284,16 +268,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    #[test]
-    fn the_stores_memory_is_the_sum_of_every_stores_cache_and_write_buffers() {
-        let health = json!({"status": "ok", "stores": {
-            "record": {"block_cache_bytes": 1 << 20, "block_cache_capacity_bytes": 16 << 20, "write_buffer_bytes": 2 << 20},
-            "index": {"block_cache_bytes": 3 << 20, "block_cache_capacity_bytes": 32 << 20, "write_buffer_bytes": 0},
-        }});
-        assert_eq!(stores_mib(&health), Some(6.0));
-        assert_eq!(stores_mib(&json!({"status": "ok"})), None);
-    }
 
     #[test]
     fn memory_compares_the_first_window_after_warm_up_with_the_last() {
