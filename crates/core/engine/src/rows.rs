@@ -55,6 +55,14 @@ pub fn to_batch(schema: &Arc<ArrowSchema>, rows: &[KindRow]) -> Result<RecordBat
     RecordBatch::try_new(Arc::clone(schema), columns).map_err(|e| e.to_string())
 }
 
+/// A one-value array of Arrow type `ty` holding `v`, for comparing a column with it.
+///
+/// # Errors
+/// As [`to_batch`]: `v` does not fit `ty`, or livestate does not write `ty`.
+pub fn array_of(ty: &ArrowType, v: &Value) -> Result<ArrayRef, String> {
+    build_column(ty, std::iter::once(v))
+}
+
 fn mismatch(v: &Value, ty: &ArrowType) -> String {
     format!("value `{v}` does not fit arrow type {ty}")
 }

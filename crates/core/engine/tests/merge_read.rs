@@ -152,4 +152,35 @@ async fn a_filtered_read_through_livestates_merge_keeps_exactly_the_named_rows()
     assert_eq!(rows.rows.len(), 1, "one row of part-3: {:?}", rows.rows);
     assert_eq!(rows.rows[0][0], Value::String("part-3".into()));
     assert_eq!(rows.rows[0][2], Value::Int(38), "the last count of part-3 (events 3, 10, ..., 38)");
+    // A filter on a value column holds for the merged row only: part-3's older counts do not
+    // match it, its last one does.
+    let by_value = |on_hand: &str| livestate_engine::ReadRequest {
+        table: "stock".into(),
+        keys: vec![("on_hand".into(), on_hand.into())],
+        at: livestate_engine::At::Latest,
+    };
+    assert!(ls.reader().without_index().read(&by_value("3")).await.unwrap().rows.is_empty());
+    assert_eq!(ls.reader().without_index().read(&by_value("38")).await.unwrap().rows.len(), 1);
+    // An integer key column, whole keys and part of one.
+    let orders: Vec<String> = (0..6u32)
+        .map(|l| {
+            let data = json!({"order_id": "o1", "line": l, "customer": "c", "item": "part-1",
+                "location": "north", "qty": 1 + l, "unit_price": "2.50"});
+            line(100 + l, "commerce.order_placed", data)
+        })
+        .collect();
+    ls.emit(&orders.join("\n"), false).unwrap();
+    common::derive(&ls).await;
+    let order_line = |keys: &[(&str, &str)]| livestate_engine::ReadRequest {
+        table: "open_orders".into(),
+        keys: keys.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        at: livestate_engine::At::Latest,
+    };
+    let files = ls.reader().without_index();
+    let one = files.read(&order_line(&[("order_id", "o1"), ("line", "4")])).await.unwrap();
+    assert_eq!(one.rows.len(), 1, "{:?}", one.rows);
+    assert_eq!(one.rows[0][1], Value::Int(4));
+    assert_eq!(files.read(&order_line(&[("line", "5")])).await.unwrap().rows.len(), 1);
+    assert_eq!(files.read(&order_line(&[("order_id", "o1")])).await.unwrap().rows.len(), 6);
+    assert!(files.read(&order_line(&[("order_id", "o2")])).await.unwrap().rows.is_empty());
 }

@@ -20,7 +20,7 @@
 
 use std::sync::Arc;
 
-use arrow_array::{Array, Int64Array, Int8Array, UInt32Array};
+use arrow_array::{Array, BooleanArray, Int64Array, Int8Array, UInt32Array};
 use arrow_row::{RowConverter, SortField};
 use livestate_spec::{Action, MergeEngine, Merger, TableSpec, Value};
 use paimon::spec::RowKind;
@@ -74,6 +74,7 @@ pub(crate) async fn merge_split(
     ts: &TableSpec,
     merger: &Merger,
     split: &DataSplit,
+    filters: &[(usize, Value)],
     full: &str,
 ) -> Result<Option<MergedBucket>, EngineError> {
     let schema_id = table.schema().id();
@@ -102,6 +103,13 @@ pub(crate) async fn merge_split(
     }
     let raw = arrow_select::concat::concat_batches(&schema, &batches).map_err(|e| bad(e.to_string()))?;
     drop(batches);
+    // A read by key merges only that key's rows.
+    let raw = match key_mask(&raw, ts, filters) {
+        Some(mask) => {
+            arrow_select::filter::filter_record_batch(&raw, &mask).map_err(|e| bad(e.to_string()))?
+        }
+        None => raw,
+    };
     let (Some(seqs), Some(kinds)) = (
         raw.column(0).as_any().downcast_ref::<Int64Array>(),
         raw.column(1).as_any().downcast_ref::<Int8Array>(),
@@ -180,6 +188,36 @@ pub(crate) async fn merge_split(
     Ok(Some(MergedBucket { rows: out, keys, key_of }))
 }
 
+/// Which stored rows hold the key values `filters` name, or `None` when no filter is on a key
+/// column (a value column's filter holds only for the merged row, so it is checked after the
+/// merge) or a key column's type is not one livestate writes.
+fn key_mask(
+    raw: &arrow_array::RecordBatch,
+    ts: &TableSpec,
+    filters: &[(usize, Value)],
+) -> Option<BooleanArray> {
+    let mut keep: Option<Vec<bool>> = None;
+    for (idx, v) in filters {
+        let (name, _) = ts.columns.get_index(*idx)?;
+        if !ts.is_key(name) {
+            continue;
+        }
+        let col = raw.column(2 + idx);
+        let holds: Vec<bool> = if v.is_null() {
+            (0..col.len()).map(|i| col.is_null(i)).collect()
+        } else {
+            let value = crate::rows::array_of(col.data_type(), v).ok()?;
+            let eq = arrow_ord::cmp::eq(col, &arrow_array::Scalar::new(value)).ok()?;
+            (0..eq.len()).map(|i| eq.is_valid(i) && eq.value(i)).collect()
+        };
+        keep = Some(match keep {
+            None => holds,
+            Some(k) => k.iter().zip(holds).map(|(a, b)| *a && b).collect(),
+        });
+    }
+    keep.map(BooleanArray::from)
+}
+
 /// The rows of merged buckets in one key order, by their keys' bytes (the rows themselves are
 /// only moved, never read: they are cold by now).
 fn in_key_order(buckets: Vec<MergedBucket>) -> Vec<Vec<Value>> {
@@ -209,6 +247,7 @@ pub(crate) async fn merged_plan_rows(
     table: &Table,
     ts: &TableSpec,
     merger: Merger,
+    filters: &[(usize, Value)],
     rb: &paimon::ReadBuilder<'_>,
     plan: &paimon::Plan,
     full: &str,
@@ -223,11 +262,11 @@ pub(crate) async fn merged_plan_rows(
         let fallback =
             read.to_arrow(std::slice::from_ref(split)).map_err(crate::error::paimon_err(full, "read"))?;
         let (split, merger, table, ts) = (split.clone(), merger.clone(), table.clone(), ts.clone());
-        let (full, permits) = (full.to_string(), permits.clone());
+        let (full, permits, filters) = (full.to_string(), permits.clone(), filters.to_vec());
         tasks.spawn(async move {
             let own = {
                 let _permit = permits.acquire().await.expect("the semaphore is never closed");
-                merge_split(&table, &ts, &merger, &split, &full).await
+                merge_split(&table, &ts, &merger, &split, &filters, &full).await
             };
             // Merged by livestate (`Ok`) or by the crate's reader (`Err`).
             let part = match own {
@@ -314,7 +353,7 @@ mod tests {
             let mut files = 0;
             for split in plan.splits() {
                 files += split.data_files().len();
-                let rows = merge_split(&table, ts, &merger, split, name).await.unwrap();
+                let rows = merge_split(&table, ts, &merger, split, &[], name).await.unwrap();
                 assert!(rows.is_some(), "{name} bucket {} fell back to the crate's reader", split.bucket());
             }
             assert!(files > plan.splits().len(), "{name}: some bucket holds several files ({files})");

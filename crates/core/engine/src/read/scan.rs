@@ -93,7 +93,7 @@ pub(crate) async fn scan(
     let full = TableId::state(&ts.name).full_name();
     let Some((rb, plan)) = planned(table, ts, filters, &full).await? else { return Ok(Vec::new()) };
     let (mut rows, in_order) = match merge::own_merger(table, ts) {
-        Some(merger) => merge::merged_plan_rows(table, ts, merger, &rb, &plan, &full).await?,
+        Some(merger) => merge::merged_plan_rows(table, ts, merger, filters, &rb, &plan, &full).await?,
         None => (plan_rows(&rb, &plan, &full).await?, false),
     };
     if !filters.is_empty() {
