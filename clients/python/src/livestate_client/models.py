@@ -474,7 +474,8 @@ class RecordedRisk(Answer):
 
 
 class ProposalDocument(Answer):
-    """The whole proposal as recorded (``decisions.proposal_created``'s ``document``)."""
+    """The whole proposal as recorded (schema ``ProposalDocument``,
+    ``decisions.proposal_created``'s ``document``)."""
 
     id: str
     agent: str
@@ -700,6 +701,18 @@ class Evidence(Answer):
     cited_committed_at: Optional[str] = None
 
 
+class CausedEvent(Answer):
+    """An event a module recorded citing the proposal as its causation (schema
+    ``CausedEvent``)."""
+
+    offset: int
+    id: str
+    type: str
+    occurred_at: str
+    causation: Optional[str] = None
+    data: dict[str, Any]
+
+
 class StateAfter(Answer):
     """The current rows of one key the evidence or the caused events touched."""
 
@@ -710,14 +723,14 @@ class StateAfter(Answer):
 
 
 class Audit(Answer):
-    """``GET /v1/proposals/{id}/audit``."""
+    """``GET /v1/proposals/{id}/audit`` (schema ``Audit``)."""
 
     proposal: ProposalDocument
     status: str
     created_offset: int
     decision: Optional[Decision] = None
     evidence: list[Evidence]
-    caused_events: list[dict[str, Any]]
+    caused_events: list[CausedEvent]
     state_after: list[StateAfter]
 
 

@@ -246,14 +246,123 @@ pub struct ProposalList {
     pub proposals: Vec<ProposalEntry>,
 }
 
+/// A proposal as the record keeps it (`decisions.proposal_created`'s `document`): what the
+/// agent sent, without its idempotency key, with the server's id, the agent's name, the time,
+/// and in each source the tag that pins it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ProposalDocument {
+    pub id: String,
+    pub agent: String,
+    pub created_at: String,
+    pub kind: String,
+    pub module: String,
+    pub summary: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub action: Map<String, Value>,
+    pub sources: Vec<Source>,
+    pub rule: Rule,
+    pub risk: Risk,
+}
+
+impl ProposalDocument {
+    /// The document of `proposal`, as the agent `agent` sent it, recorded as `id` at `created_at`.
+    pub fn recorded(proposal: NewProposal, id: &str, agent: &str, created_at: &str) -> ProposalDocument {
+        let NewProposal { kind, module, summary, action, sources, rule, risk, idempotency_key: _ } = proposal;
+        ProposalDocument {
+            id: id.to_string(),
+            agent: agent.to_string(),
+            created_at: created_at.to_string(),
+            kind,
+            module,
+            summary,
+            action,
+            sources,
+            rule,
+            risk,
+        }
+    }
+}
+
 /// The answer of `GET /v1/proposals/{id}`: where the proposal stands, and the whole document
 /// the agent sent (with the server's id, agent, time and tags).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ProposalDoc {
     pub proposal: ProposalEntry,
+    pub document: ProposalDocument,
+}
+
+/// One cited source in an audit: the rows read back from the tag that pins its snapshot, next
+/// to the rows the agent cited.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Evidence {
+    pub table: String,
+    /// The tag pinning the cited snapshot.
+    pub tag: String,
+    pub snapshot_id: i64,
+    /// The record offset the agent's receipt named.
+    pub cited_offset: Option<u64>,
+    /// The lag the agent's receipt named.
+    pub cited_lag_ms: Option<u64>,
+    /// The commit time the agent's receipt named.
+    pub cited_committed_at: Option<String>,
+    /// The `column: value` filters the agent read by.
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
+    pub keys: Vec<Map<String, Value>>,
+    /// The rows the agent cited.
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
+    pub cited_rows: Vec<Map<String, Value>>,
+    /// What the pinned snapshot holds for the cited keys and rows, read now.
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
+    pub rows_at_tag: Vec<Map<String, Value>>,
+    pub receipt_at_tag: crate::read::Receipt,
+    /// Every cited row is exactly what the pinned snapshot holds.
+    pub cited_rows_identical: bool,
+}
+
+/// An event a module recorded citing the proposal as its causation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CausedEvent {
+    pub offset: u64,
+    pub id: String,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub occurred_at: String,
+    pub causation: Option<String>,
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub document: Value,
+    pub data: Map<String, Value>,
+}
+
+/// The current rows of one key that the evidence or the caused events touched.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StateAfter {
+    pub table: String,
+    /// The primary key, column to value.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub key: Map<String, Value>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
+    pub rows: Vec<Map<String, Value>>,
+    pub receipt: crate::read::Receipt,
+}
+
+/// The answer of `GET /v1/proposals/{id}/audit`: the proposal, its evidence read back from the
+/// pinned tags, the decision, the events it caused and the state after them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Audit {
+    pub proposal: ProposalDocument,
+    pub status: ProposalStatus,
+    /// Offset of the `decisions.proposal_created` event.
+    pub created_offset: u64,
+    pub evidence: Vec<Evidence>,
+    pub decision: Option<Decision>,
+    /// Oldest first.
+    pub caused_events: Vec<CausedEvent>,
+    pub state_after: Vec<StateAfter>,
 }
 
 /// An approved proposal waiting in its module's outbox.
@@ -329,5 +438,45 @@ mod tests {
             again,
             serde_json::json!({"id": "p1", "status": "pending", "offset": 3, "duplicate": true})
         );
+    }
+
+    fn new_proposal() -> NewProposal {
+        serde_json::from_value(serde_json::json!({
+            "kind": "stock_replenishment", "module": "procurement", "summary": "order 65 bolts",
+            "action": {"item": "bolt", "qty": 65},
+            "sources": [{"table": "stock", "snapshot_id": 4, "rows": [{"item": "bolt", "on_hand": 50}]}],
+            "rule": {"name": "order-up-to-target", "version": "1", "text": "order up to the target"},
+            "risk": {"level": "low"},
+            "idempotency_key": "k-1"
+        }))
+        .expect("parses")
+    }
+
+    #[test]
+    fn a_recorded_proposal_keeps_what_the_agent_sent_but_its_idempotency_key() {
+        let doc = ProposalDocument::recorded(new_proposal(), "p1", "procurement", "2026-03-02T08:00:00.000Z");
+        let v = serde_json::to_value(&doc).expect("serializes");
+        assert!(v.get("idempotency_key").is_none(), "{v}");
+        assert_eq!((v["id"].as_str(), v["agent"].as_str()), (Some("p1"), Some("procurement")));
+        assert_eq!(v["sources"][0]["rows"][0]["on_hand"], 50);
+        assert!(v["sources"][0].get("tag").is_none(), "no tag until the server pins one: {v}");
+        let back: ProposalDocument = serde_json::from_value(v).expect("parses back");
+        assert_eq!(back, doc);
+    }
+
+    #[test]
+    fn an_audits_caused_event_names_its_event_type_as_type() {
+        let ev = CausedEvent {
+            offset: 9,
+            id: "po-1".into(),
+            event_type: "procurement.inbound_changed".into(),
+            occurred_at: "2026-03-02T08:00:00.000Z".into(),
+            causation: Some("p1".into()),
+            data: Map::new(),
+        };
+        let v = serde_json::to_value(&ev).expect("serializes");
+        assert_eq!(v["type"], "procurement.inbound_changed");
+        assert!(v.get("event_type").is_none(), "{v}");
+        assert_eq!(serde_json::from_value::<CausedEvent>(v).expect("parses back"), ev);
     }
 }

@@ -328,6 +328,34 @@ pub struct Firings {
     pub firings: Vec<Firing>,
 }
 
+/// The body of `POST /v1/sql`: one read-only query.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SqlRequest {
+    /// One query; `FROM t VERSION AS OF 12` or `VERSION AS OF 'tag'` reads a past version.
+    pub query: String,
+    /// At most this many rows (default 1000, at most 10000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+/// The answer of `POST /v1/sql`: each row an object of the query's columns, and a receipt per
+/// table the plan read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SqlAnswer {
+    /// The query's columns, in its order.
+    pub columns: Vec<String>,
+    /// Each row as `column: value` (a null cell is left out).
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
+    pub rows: Vec<Map<String, Value>>,
+    /// Rows were cut at the row limit or at the answer's byte limit.
+    pub truncated: bool,
+    /// One receipt per table read, by table name.
+    pub receipts: Vec<Receipt>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

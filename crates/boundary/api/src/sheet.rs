@@ -1,8 +1,58 @@
-//! A decision's input sheet (`GET /v1/proposals/{id}/sheet`) and the history of a decision
-//! kind (`GET /v1/decision-kinds/{kind}/history`).
+//! The declared decision kinds (`GET /v1/decision-kinds`), a decision's input sheet
+//! (`GET /v1/proposals/{id}/sheet`) and the history of a decision kind
+//! (`GET /v1/decision-kinds/{kind}/history`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+/// The answer of `GET /v1/decision-kinds`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct KindList {
+    pub kinds: Vec<KindDoc>,
+}
+
+/// A declared decision kind: what a proposal of it must hold and cite.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct KindDoc {
+    pub name: String,
+    pub description: Option<String>,
+    /// The module that carries it out: a proposal of this kind names it.
+    pub module: String,
+    /// The action in words; `{name}` is an action field, an input or a rule step.
+    pub summary: String,
+    /// The action's fields and their types.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub action: Map<String, Value>,
+    /// Every input a proposal must cite a receipt for.
+    pub inputs: Vec<InputDoc>,
+    pub rule: Vec<StepDoc>,
+}
+
+/// One input of a decision kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct InputDoc {
+    pub name: String,
+    pub table: String,
+    pub column: String,
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// Key column of the table → the action field holding its value.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub key: Map<String, Value>,
+    /// How fresh the decision needs it.
+    pub need: String,
+}
+
+/// One step of a decision kind's rule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StepDoc {
+    pub name: String,
+    pub expression: String,
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -15,11 +15,10 @@ use axum::extract::{Path as UrlPath, Query, State};
 use axum::Json;
 use livestate_engine::At;
 use livestate_spec::{CompanySpec, DecisionKind, Event, EventEnvelope, Merger, Value as SpecValue};
-use serde_json::{Map, Value};
 
 use crate::auth::Permission;
 use crate::error::ApiError;
-use crate::proposals::{document, Source};
+use crate::proposals::document;
 use crate::reads::{key_text, query_param};
 use crate::sheet::{citing, instant_off_worker, lag_at_proposal, need_ms, row_at, ReadCache};
 use crate::store::ProposalEntry;
@@ -122,11 +121,7 @@ async fn examine(
     cache: &mut ReadCache,
 ) -> Result<Examined, ApiError> {
     let doc = document(s, p)?;
-    let sources: Vec<Source> =
-        serde_json::from_value(doc.get("sources").cloned().unwrap_or(Value::Array(vec![])))
-            .map_err(ApiError::internal)?;
-    let action: Map<String, Value> =
-        doc.get("action").and_then(Value::as_object).cloned().unwrap_or_default();
+    let (sources, action) = (doc.sources, doc.action);
     let mut groups: Vec<Group> = Vec::new();
     let mut instants: std::collections::HashMap<(String, Option<u64>, Option<u64>), Option<u64>> =
         std::collections::HashMap::new();

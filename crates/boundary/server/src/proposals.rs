@@ -16,11 +16,11 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use livestate_engine::At;
 use livestate_spec::{CompanySpec, Event, EventEnvelope, ValueType};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::auth::{Permission, DECISIONS_MODULE};
 use crate::error::{parse_body, ApiError};
-use crate::reads::{key_text, query_param, read_rows};
+use crate::reads::{key_text, query_param, read_rows, wire_receipt};
 use crate::store::{ProposalEntry, PROPOSAL_CREATED, PROPOSAL_DECIDED};
 use crate::{Caller, Shared};
 use livestate_api::ErrorCode;
@@ -51,8 +51,8 @@ pub(crate) fn check_spec(spec: &CompanySpec) -> Result<(), String> {
 }
 
 pub use livestate_api::proposal::{
-    Decided, NewDecision, NewProposal, Outbox, PinnedTag, ProposalDoc, ProposalList, ProposalStatus,
-    Proposed, Risk, Rule, Source,
+    Audit, CausedEvent, Decided, Evidence, NewDecision, NewProposal, Outbox, PinnedTag, ProposalDoc,
+    ProposalDocument, ProposalList, ProposalStatus, Proposed, Risk, Rule, Source, StateAfter,
 };
 
 fn valid_name(s: &str) -> bool {
@@ -114,7 +114,7 @@ async fn rows_for(
     s: &Shared,
     source: &Source,
     at: At,
-) -> Result<(Vec<Value>, livestate_engine::Receipt), ApiError> {
+) -> Result<(Vec<Map<String, Value>>, livestate_engine::Receipt), ApiError> {
     let ts = s.ls.spec().table(&source.table).expect("checked");
     let mut lookups: Vec<Vec<(String, String)>> =
         source.keys.iter().map(|k| k.iter().map(|(c, v)| (c.clone(), key_text(v))).collect()).collect();
@@ -136,7 +136,7 @@ async fn rows_for(
     let mut receipt = None;
     for key in lookups {
         let rows = read_rows(s, &source.table, key, None, None, at.clone()).await?;
-        for r in rows.json_rows() {
+        for r in rows.json_objects() {
             if !out.contains(&r) {
                 out.push(r);
             }
@@ -151,7 +151,7 @@ async fn rows_for(
 }
 
 /// Each cited row that no row in `found` matches on every cited column.
-fn unmatched(cited: &[Map<String, Value>], found: &[Value]) -> Vec<usize> {
+fn unmatched(cited: &[Map<String, Value>], found: &[Map<String, Value>]) -> Vec<usize> {
     cited
         .iter()
         .enumerate()
@@ -200,8 +200,8 @@ fn enabled(s: &Shared) -> Result<(), ApiError> {
 }
 
 #[utoipa::path(post, path = "/v1/proposals", security(("token" = [])), request_body = NewProposal,
-    responses((status = 201, description = "Recorded: id, offset and the tags pinning each cited snapshot"),
-        (status = 200, description = "The same request was sent before with this idempotency key: that proposal"),
+    responses((status = 201, description = "Recorded: id, offset and the tags pinning each cited snapshot", body = Proposed),
+        (status = 200, description = "The same request was sent before with this idempotency key: that proposal", body = Proposed),
         (status = 409, description = "The idempotency key was used before for a different request"),
         (status = 400, description = "Malformed, or a cited snapshot or row that does not exist"),
         (status = 403, description = "Only agents propose")))]
@@ -245,7 +245,7 @@ pub(crate) async fn create(
             let cited = &src.rows[j];
             let same_key = found.iter().find(|f| ts.primary_key.iter().all(|k| f.get(k) == cited.get(k)));
             let holds = match same_key {
-                Some(row) => format!("it holds {row} for that key"),
+                Some(row) => format!("it holds {} for that key", Value::Object(row.clone())),
                 None => "it holds no row with that key".to_string(),
             };
             return Err(ApiError::bad_request(format!(
@@ -280,22 +280,19 @@ pub(crate) async fn create(
         }
         p.sources[i].tag = Some(tag);
     }
-    let created_at = now_text();
-    let mut document = serde_json::to_value(&p).map_err(ApiError::internal)?;
-    let doc = document.as_object_mut().expect("a proposal is an object");
-    doc.remove("idempotency_key");
-    doc.insert("id".into(), json!(id));
-    doc.insert("agent".into(), json!(agent));
-    doc.insert("created_at".into(), json!(created_at));
+    let (kind, module, summary, risk_level) =
+        (p.kind.clone(), p.module.clone(), p.summary.clone(), p.risk.level.as_str().to_string());
+    let document = ProposalDocument::recorded(p, &id, &agent, &now_text());
+    let document = serde_json::to_string(&document).map_err(ApiError::internal)?;
     let mut data = Map::new();
     for (k, v) in [
         ("proposal_id", id.clone()),
-        ("kind", p.kind.clone()),
+        ("kind", kind),
         ("agent", agent.clone()),
-        ("module", p.module.clone()),
-        ("summary", p.summary.clone()),
-        ("risk_level", p.risk.level.as_str().to_string()),
-        ("document", document.to_string()),
+        ("module", module),
+        ("summary", summary),
+        ("risk_level", risk_level),
+        ("document", document),
     ] {
         data.insert(k.into(), Value::String(v));
     }
@@ -316,22 +313,23 @@ pub(crate) async fn create(
 /// when the request is the same one again, a 409 naming the key when it is not (a key names
 /// one request, not a slot to fill with another).
 fn retried(s: &Shared, p: &NewProposal, existing: &ProposalEntry) -> Result<Response, ApiError> {
-    /// What the agent sent, without what the server added (id, agent, time, the tags).
-    fn as_sent(mut v: Value) -> Value {
-        if let Some(o) = v.as_object_mut() {
-            for k in ["idempotency_key", "id", "agent", "created_at"] {
-                o.remove(k);
-            }
-            if let Some(Value::Array(sources)) = o.get_mut("sources") {
-                for src in sources.iter_mut().filter_map(Value::as_object_mut) {
-                    src.remove("tag");
-                }
-            }
-        }
-        v
-    }
-    let sent = as_sent(serde_json::to_value(p).map_err(ApiError::internal)?);
-    if sent == as_sent(document(s, existing)?) {
+    // What the agent sent, without what the server added (id, agent, time, the tags).
+    let untagged = |sources: &[Source]| -> Vec<Source> {
+        sources.iter().map(|src| Source { tag: None, ..src.clone() }).collect()
+    };
+    let doc = document(s, existing)?;
+    let sent_before = NewProposal {
+        kind: doc.kind,
+        module: doc.module,
+        summary: doc.summary,
+        action: doc.action,
+        sources: untagged(&doc.sources),
+        rule: doc.rule,
+        risk: doc.risk,
+        idempotency_key: None,
+    };
+    let sent_now = NewProposal { sources: untagged(&p.sources), idempotency_key: None, ..p.clone() };
+    if sent_now == sent_before {
         return Ok(duplicate(&existing.id, existing));
     }
     Err(ApiError::conflict(format!(
@@ -354,7 +352,7 @@ fn duplicate(id: &str, existing: &ProposalEntry) -> Response {
 }
 
 /// The proposal's whole document, from its creating event in the record.
-pub(crate) fn document(s: &Shared, p: &ProposalEntry) -> Result<Value, ApiError> {
+pub(crate) fn document(s: &Shared, p: &ProposalEntry) -> Result<ProposalDocument, ApiError> {
     let ev =
         s.ls.record()
             .get(p.created_offset)?
@@ -480,13 +478,13 @@ pub(crate) async fn outbox(
 }
 
 #[utoipa::path(get, path = "/v1/proposals/{id}/audit", security(("token" = [])), params(("id" = String, Path)),
-    responses((status = 200, description = "The proposal, its evidence read back from the pinned tags, the decision, the events it caused and the state after them"),
+    responses((status = 200, description = "The proposal, its evidence read back from the pinned tags, the decision, the events it caused and the state after them", body = Audit),
         (status = 404, description = "Unknown proposal")))]
 pub(crate) async fn audit(
     State(s): State<Arc<Shared>>,
     caller: Caller,
     UrlPath(id): UrlPath<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Audit>, ApiError> {
     caller.require(Permission::Read)?;
     audit_of(&s, &id).await.map(Json)
 }
@@ -495,31 +493,16 @@ pub(crate) async fn audit(
 ///
 /// # Errors
 /// 404 unknown proposal; read errors.
-pub(crate) async fn audit_of(s: &Arc<Shared>, id: &str) -> Result<Value, ApiError> {
+pub(crate) async fn audit_of(s: &Arc<Shared>, id: &str) -> Result<Audit, ApiError> {
     let (s, id) = (Arc::clone(s), id.to_string());
     let p = find(&s, &id)?;
     let doc = document(&s, &p)?;
-    let sources: Vec<Source> = serde_json::from_value(doc.get("sources").cloned().unwrap_or(json!([])))
-        .map_err(ApiError::internal)?;
     let mut evidence = Vec::new();
     let mut followed_keys: BTreeSet<(String, String)> = BTreeSet::new();
-    for src in &sources {
+    for src in &doc.sources {
         let tag = src.tag.clone().unwrap_or_default();
         let (rows, receipt) = rows_for(&s, src, At::Tag(tag.clone())).await?;
         let missing = unmatched(&src.rows, &rows);
-        evidence.push(json!({
-            "table": src.table,
-            "tag": tag,
-            "snapshot_id": src.snapshot_id,
-            "cited_offset": src.offset,
-            "cited_lag_ms": src.lag_ms,
-            "cited_committed_at": src.committed_at,
-            "keys": src.keys,
-            "cited_rows": src.rows,
-            "rows_at_tag": rows,
-            "receipt_at_tag": receipt,
-            "cited_rows_identical": missing.is_empty(),
-        }));
         let ts = s.ls.spec().table(&src.table).expect("a cited table exists");
         for r in &rows {
             let key: Map<String, Value> = ts
@@ -529,32 +512,56 @@ pub(crate) async fn audit_of(s: &Arc<Shared>, id: &str) -> Result<Value, ApiErro
                 .collect();
             followed_keys.insert((src.table.clone(), Value::Object(key).to_string()));
         }
+        evidence.push(Evidence {
+            table: src.table.clone(),
+            tag,
+            snapshot_id: src.snapshot_id,
+            cited_offset: src.offset,
+            cited_lag_ms: src.lag_ms,
+            cited_committed_at: src.committed_at.clone(),
+            keys: src.keys.clone(),
+            cited_rows: src.rows.clone(),
+            rows_at_tag: rows,
+            receipt_at_tag: wire_receipt(&receipt),
+            cited_rows_identical: missing.is_empty(),
+        });
     }
-    let mut caused = Vec::new();
+    let mut caused_events = Vec::new();
     for offset in s.store.caused(&id)? {
         let Some(ev) = s.ls.record().get(offset)? else { continue };
         for (table, key) in touched_keys(&s, &ev) {
             followed_keys.insert((table, key));
         }
-        caused.push(json!({"offset": ev.offset, "id": ev.id, "type": ev.event_type, "occurred_at": ev.occurred_at, "causation": ev.causation, "data": ev.data}));
+        caused_events.push(CausedEvent {
+            offset: ev.offset,
+            id: ev.id,
+            event_type: ev.event_type,
+            occurred_at: ev.occurred_at,
+            causation: ev.causation,
+            data: ev.data,
+        });
     }
     let mut state_after = Vec::new();
     for (table, key) in followed_keys {
-        let keys: Map<String, Value> = serde_json::from_str(&key).map_err(ApiError::internal)?;
-        let filters = keys.iter().map(|(k, v)| (k.clone(), key_text(v))).collect();
+        let key: Map<String, Value> = serde_json::from_str(&key).map_err(ApiError::internal)?;
+        let filters = key.iter().map(|(k, v)| (k.clone(), key_text(v))).collect();
         let rows = read_rows(&s, &table, filters, None, None, At::Latest).await?;
-        state_after
-            .push(json!({"table": table, "key": keys, "rows": rows.json_rows(), "receipt": rows.receipt}));
+        state_after.push(StateAfter {
+            table,
+            key,
+            rows: rows.json_objects(),
+            receipt: wire_receipt(&rows.receipt),
+        });
     }
-    Ok(json!({
-        "proposal": doc,
-        "status": p.status,
-        "created_offset": p.created_offset,
-        "evidence": evidence,
-        "decision": p.decision,
-        "caused_events": caused,
-        "state_after": state_after,
-    }))
+    Ok(Audit {
+        proposal: doc,
+        status: p.status,
+        created_offset: p.created_offset,
+        evidence,
+        decision: p.decision,
+        caused_events,
+        state_after,
+    })
 }
 
 /// The (table, key) pairs an event's mappings write.

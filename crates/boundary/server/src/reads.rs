@@ -15,7 +15,7 @@ use livestate_api::read::{
 };
 use livestate_engine::read::parse_where;
 use livestate_engine::{At, EngineError, ReadRequest, Rows};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::auth::Permission;
@@ -581,22 +581,31 @@ pub(crate) async fn schema(
     }))
 }
 
-/// A read-only SQL query.
-#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SqlRequest {
-    /// One query; `FROM t VERSION AS OF 12` or `VERSION AS OF 'tag'` reads a past version.
-    pub query: String,
-    /// At most this many rows (default 1000, at most 10000).
-    #[serde(default)]
-    pub limit: Option<usize>,
-}
+pub use livestate_api::read::{SqlAnswer, SqlRequest};
 
 /// Most rows one SQL answer may hold, whatever the request asks.
 const SQL_MAX_ROWS: usize = 10_000;
 
 /// Seconds a caller turned away for load is told to wait (`Retry-After`).
 const SQL_RETRY_AFTER_SECONDS: u64 = 1;
+
+/// A query's answer on the wire.
+fn sql_answer(a: livestate_sql::Answer) -> Result<SqlAnswer, ApiError> {
+    let rows = a
+        .rows
+        .into_iter()
+        .map(|r| match r {
+            Value::Object(row) => Ok(row),
+            other => Err(ApiError::internal(format!("a SQL answer's row is not an object: {other}"))),
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(SqlAnswer {
+        columns: a.columns,
+        rows,
+        truncated: a.truncated,
+        receipts: a.receipts.iter().map(wire_receipt).collect(),
+    })
+}
 
 /// The answer to a query that was not answered: 413 for text over the limit, 408 past the
 /// time limit, 429 (with `Retry-After`) past a concurrency limit, 503 (with `Retry-After`)
@@ -612,7 +621,7 @@ fn sql_error(e: livestate_sql::SqlError) -> Response {
 }
 
 #[utoipa::path(post, path = "/v1/sql", security(("token" = [])), request_body = SqlRequest,
-    responses((status = 200, description = "`columns`, `rows`, `truncated` (rows were cut at the row limit or at 16 MiB of JSON) and a receipt per table read"),
+    responses((status = 200, description = "`columns`, `rows`, `truncated` (rows were cut at the row limit or at 16 MiB of JSON) and a receipt per table read", body = SqlAnswer),
         (status = 400, description = "Not a single read-only query (the refusal names the operator), it does not plan, it nests too deep or has too many tokens or list items (the refusal names line and column), it failed on its values (division by zero, a failed cast), or it passed its memory limit or a function's value limit (named)"),
         (status = 401, description = "No valid token"), (status = 403, description = "The caller may not read"),
         (status = 408, description = "Planning and running took longer than the time limit; the query was stopped"),
@@ -631,7 +640,7 @@ pub(crate) async fn sql(
     // Dropping this future (the client went away) aborts the query's work.
     let answer = queries.run(&caller.0.name, &s.reader(), &req.query, rows).await;
     match answer {
-        Ok(answer) => Ok(Json(serde_json::to_value(answer).map_err(ApiError::internal)?).into_response()),
+        Ok(answer) => Ok(Json(sql_answer(answer)?).into_response()),
         Err(e) => Ok(sql_error(e)),
     }
 }

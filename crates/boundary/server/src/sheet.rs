@@ -15,7 +15,6 @@ use axum::extract::{Path as UrlPath, State};
 use axum::Json;
 use livestate_engine::At;
 use livestate_spec::{CompanySpec, DecisionInput, DecisionKind, Freshness, Value as SpecValue};
-use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::auth::Permission;
@@ -24,7 +23,9 @@ use crate::proposals::{document, find, NewProposal, Source};
 use crate::reads::{key_text, read_rows};
 use crate::{Caller, Shared};
 
-pub use livestate_api::sheet::{Instant, Sheet, SheetInput, SheetStep, Verdict};
+pub use livestate_api::sheet::{
+    InputDoc, Instant, KindDoc, KindList, Sheet, SheetInput, SheetStep, StepDoc, Verdict,
+};
 
 /// The declared decision kind named `kind`, if any.
 fn declared<'a>(spec: &'a CompanySpec, kind: &str) -> Option<&'a DecisionKind> {
@@ -230,13 +231,7 @@ pub(crate) async fn sheet_of(s: &Arc<Shared>, id: &str) -> Result<Sheet, ApiErro
         )));
     };
     let doc = document(s, &p)?;
-    let sources: Vec<Source> =
-        serde_json::from_value(doc.get("sources").cloned().unwrap_or(Value::Array(vec![])))
-            .map_err(ApiError::internal)?;
-    let action: Map<String, Value> =
-        doc.get("action").and_then(Value::as_object).cloned().unwrap_or_default();
-    let agent_summary = doc.get("summary").and_then(Value::as_str).unwrap_or_default().to_string();
-    let rule_text = doc.pointer("/rule/text").and_then(Value::as_str).unwrap_or_default().to_string();
+    let (sources, action, agent_summary, rule_text) = (doc.sources, doc.action, doc.summary, doc.rule.text);
     // One read per (table, key, version): five inputs from one stock row read it once.
     let mut read_cache = ReadCache::new();
     let mut inputs = Vec::new();
@@ -378,51 +373,6 @@ pub(crate) fn verdict(inputs: &[SheetInput], between: &dyn Fn(u64, u64) -> i64) 
         )
     };
     Verdict { one_instant, instants, offset_spread, time_spread_ms, text }
-}
-
-/// The answer of `GET /v1/decision-kinds`.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct KindList {
-    pub kinds: Vec<KindDoc>,
-}
-
-/// A declared decision kind: what a proposal of it must hold and cite.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct KindDoc {
-    pub name: String,
-    pub description: Option<String>,
-    /// The module that carries it out: a proposal of this kind names it.
-    pub module: String,
-    /// The action in words; `{name}` is an action field, an input or a rule step.
-    pub summary: String,
-    /// The action's fields and their types.
-    #[schema(value_type = Object)]
-    pub action: Map<String, Value>,
-    /// Every input a proposal must cite a receipt for.
-    pub inputs: Vec<InputDoc>,
-    pub rule: Vec<StepDoc>,
-}
-
-/// One input of a decision kind.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct InputDoc {
-    pub name: String,
-    pub table: String,
-    pub column: String,
-    #[serde(rename = "type")]
-    pub ty: String,
-    /// Key column of the table → the action field holding its value.
-    #[schema(value_type = Object)]
-    pub key: Map<String, Value>,
-    /// How fresh the decision needs it.
-    pub need: String,
-}
-
-/// One step of a decision kind's rule.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct StepDoc {
-    pub name: String,
-    pub expression: String,
 }
 
 /// The declared decision kinds, as documentation for agents.

@@ -183,29 +183,29 @@ async fn a_proposal_goes_from_reading_to_decision_to_module_event_and_its_audit_
 
     // The audit: the rows as the agent saw them, the decision, the caused event, the state now.
     let audit = ana.audit(&id).await.unwrap();
-    assert_eq!(audit["status"], json!("approved"));
-    assert_eq!(audit["decision"]["decided_by"], json!("person:ana"));
-    assert_eq!(audit["decision"]["reason"], json!("supplier is reliable"));
-    let evidence = audit["evidence"].as_array().unwrap();
-    let stock_ev = evidence.iter().find(|e| e["table"] == "stock").unwrap();
-    assert_eq!(stock_ev["cited_rows_identical"], json!(true), "{stock_ev}");
-    assert_eq!(stock_ev["rows_at_tag"].as_array().unwrap().len(), 1);
-    assert_eq!(stock_ev["rows_at_tag"][0], proposal["sources"][0]["rows"][0]);
-    assert_eq!(stock_ev["rows_at_tag"][0]["on_hand"], json!(50));
-    assert!(evidence.iter().all(|e| e["cited_rows_identical"] == json!(true)));
-    let caused_events = audit["caused_events"].as_array().unwrap();
-    assert_eq!(caused_events.len(), 1);
-    assert_eq!(caused_events[0]["id"], json!("po-1"));
-    let now = audit["state_after"]
-        .as_array()
-        .unwrap()
+    assert_eq!(audit.status, ProposalStatus::Approved);
+    let decision = audit.decision.as_ref().unwrap();
+    assert_eq!(decision.decided_by, "person:ana");
+    assert_eq!(decision.reason.as_deref(), Some("supplier is reliable"));
+    let stock_ev = audit.evidence.iter().find(|e| e.table == "stock").unwrap();
+    assert!(stock_ev.cited_rows_identical, "{stock_ev:?}");
+    assert_eq!(stock_ev.rows_at_tag.len(), 1);
+    assert_eq!(Value::Object(stock_ev.rows_at_tag[0].clone()), proposal["sources"][0]["rows"][0]);
+    assert_eq!(stock_ev.rows_at_tag[0]["on_hand"], json!(50));
+    assert!(audit.evidence.iter().all(|e| e.cited_rows_identical));
+    assert_eq!(audit.caused_events.len(), 1);
+    assert_eq!(audit.caused_events[0].id, "po-1");
+    let now = audit
+        .state_after
         .iter()
-        .find(|s| s["table"] == "stock" && s["key"] == json!({"item": "bolt", "location": "north"}))
+        .find(|s| {
+            s.table == "stock" && Value::Object(s.key.clone()) == json!({"item": "bolt", "location": "north"})
+        })
         .unwrap();
-    assert_eq!(now["rows"][0]["on_hand"], json!(159));
-    assert_eq!(now["rows"][0]["inbound"], json!(65));
-    assert_eq!(audit["proposal"]["rule"]["name"], json!("order-up-to-target"));
-    assert_eq!(audit["proposal"]["agent"], json!("procurement"));
+    assert_eq!(now.rows[0]["on_hand"], json!(159));
+    assert_eq!(now.rows[0]["inbound"], json!(65));
+    assert_eq!(audit.proposal.rule.name, "order-up-to-target");
+    assert_eq!(audit.proposal.agent, "procurement");
 
     // Metrics show each table's lag against its budget and the proposals.
     let metrics = ana.metrics().await.unwrap();

@@ -244,13 +244,12 @@ async fn decision_kinds_are_listed_for_agents_with_their_module_and_inputs() {
     let server = start().await;
     let agent = server.client("agent:procurement");
     let kinds = agent.decision_kinds().await.unwrap();
-    let names: Vec<&str> =
-        kinds["kinds"].as_array().unwrap().iter().map(|k| k["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = kinds.kinds.iter().map(|k| k.name.as_str()).collect();
     assert_eq!(names, ["stock_replenishment", "job_reassignment", "job_release"]);
-    let k = &kinds["kinds"][0];
-    assert_eq!(k["module"], json!("procurement"));
+    let k = &kinds.kinds[0];
+    assert_eq!(k.module, "procurement");
     assert_eq!(
-        k["inputs"][0],
+        serde_json::to_value(&k.inputs[0]).unwrap(),
         json!({"name": "on_hand", "table": "stock", "column": "on_hand", "type": "int",
         "key": {"item": "item", "location": "location"}, "need": "1m"})
     );

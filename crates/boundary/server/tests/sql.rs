@@ -47,14 +47,13 @@ async fn a_join_with_an_aggregate_answers_with_a_receipt_per_table_read() {
         .await
         .unwrap();
     assert_eq!(
-        a["rows"],
+        json!(a.rows),
         json!([{"location": "north", "on_hand": 10, "ordered": 5}, {"location": "south", "on_hand": 70}]),
-        "{a}"
+        "{a:?}"
     );
-    let tables: Vec<&str> =
-        a["receipts"].as_array().unwrap().iter().map(|r| r["table"].as_str().unwrap()).collect();
+    let tables: Vec<&str> = a.receipts.iter().map(|r| r.table.as_str()).collect();
     assert_eq!(tables, vec!["open_orders", "stock"]);
-    assert!(a["receipts"][1]["snapshot_id"].as_i64().unwrap() > first_snapshot);
+    assert!(a.receipts[1].snapshot_id.unwrap() > first_snapshot);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -68,8 +67,8 @@ async fn sql_time_travels_by_snapshot_and_by_tag_and_names_a_missing_snapshot() 
         )
         .await
         .unwrap();
-    assert_eq!(old["rows"], json!([{"on_hand": 50}]));
-    assert_eq!(old["receipts"][0]["snapshot_id"], json!(first_snapshot));
+    assert_eq!(json!(old.rows), json!([{"on_hand": 50}]));
+    assert_eq!(old.receipts[0].snapshot_id, Some(first_snapshot));
     let created = agent
         .propose(&json!({
             "kind": "replenishment_order", "module": "procurement", "summary": "s", "action": {},
@@ -83,7 +82,7 @@ async fn sql_time_travels_by_snapshot_and_by_tag_and_names_a_missing_snapshot() 
         .sql(&format!("SELECT sum(on_hand) AS total FROM stock VERSION AS OF '{tag}'"), None)
         .await
         .unwrap();
-    assert_eq!(tagged["rows"], json!([{"total": 120}]));
+    assert_eq!(json!(tagged.rows), json!([{"total": 120}]));
     let e = agent.sql("SELECT * FROM stock VERSION AS OF 9999", None).await.unwrap_err();
     assert!(e.to_string().contains("no snapshot 9999"), "{e}");
 }
@@ -92,7 +91,7 @@ async fn sql_time_travels_by_snapshot_and_by_tag_and_names_a_missing_snapshot() 
 async fn an_answer_over_the_row_limit_is_truncated_and_says_so() {
     let (server, _) = counted_twice().await;
     let limited = server.client("agent:procurement").sql("SELECT * FROM stock", Some(1)).await.unwrap();
-    assert_eq!((limited["rows"].as_array().unwrap().len(), limited["truncated"].clone()), (1, json!(true)));
+    assert_eq!((limited.rows.len(), limited.truncated), (1, true));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -137,7 +136,7 @@ async fn sql_refuses_every_kind_of_write_on_the_plan_and_changes_nothing() {
     assert_eq!(before.1, after.1);
     assert!(!copy_target.exists());
     let rows = agent.sql("SELECT on_hand FROM stock ORDER BY location", None).await.unwrap();
-    assert_eq!(rows["rows"], json!([{"on_hand": 10}, {"on_hand": 70}]));
+    assert_eq!(json!(rows.rows), json!([{"on_hand": 10}, {"on_hand": 70}]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,7 +164,7 @@ async fn a_query_failing_on_its_own_values_is_the_callers_error_and_named() {
     }
     // The server goes on answering.
     let rows = agent.sql("SELECT on_hand FROM stock", None).await.unwrap();
-    assert_eq!(rows["rows"], json!([{"on_hand": 50}]));
+    assert_eq!(json!(rows.rows), json!([{"on_hand": 50}]));
 }
 
 /// A server whose SQL queries run under `limits`.
@@ -275,7 +274,7 @@ async fn deep_wide_and_long_queries_are_refused_before_planning_and_the_deepest_
     // The deepest accepted: 128 chained operators over a column, planned and run.
     let deepest = format!("SELECT on_hand{} AS x FROM stock", " + on_hand".repeat(128));
     let a = agent.sql(&deepest, None).await.unwrap();
-    assert_eq!(a["rows"], json!([{"x": 50 * 129}]));
+    assert_eq!(json!(a.rows), json!([{"x": 50 * 129}]));
     let e = agent
         .sql(&format!("SELECT on_hand{} AS x FROM stock", " + on_hand".repeat(129)), None)
         .await
@@ -292,7 +291,10 @@ async fn deep_wide_and_long_queries_are_refused_before_planning_and_the_deepest_
     let e = agent.sql(&format!("SELECT '{}' AS s", "x".repeat(70_000)), None).await.unwrap_err();
     assert_eq!(status(&e), Some(413), "{e}");
     assert!(e.to_string().contains("over the limit of 64 KiB"), "{e}");
-    assert_eq!(agent.sql("SELECT on_hand FROM stock", None).await.unwrap()["rows"], json!([{"on_hand": 50}]));
+    assert_eq!(
+        json!(agent.sql("SELECT on_hand FROM stock", None).await.unwrap().rows),
+        json!([{"on_hand": 50}])
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -314,7 +316,7 @@ async fn functions_asked_for_huge_values_answer_400_naming_the_function() {
         assert!(e.to_string().contains("16 MiB"), "{q}: {e}");
     }
     let a = agent.sql("SELECT repeat('ab', 2) AS r", None).await.unwrap();
-    assert_eq!(a["rows"], json!([{"r": "abab"}]));
+    assert_eq!(json!(a.rows), json!([{"r": "abab"}]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

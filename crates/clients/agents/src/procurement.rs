@@ -172,8 +172,9 @@ impl ProcurementAgent {
         for p in list.proposals {
             if p.agent == agent.as_str() && p.kind == KIND {
                 let full = self.client.proposal(&p.id).await?;
-                let action = &full.document["action"];
-                if let (Some(item), Some(location)) = (action["item"].as_str(), action["location"].as_str()) {
+                let action = &full.document.action;
+                let text = |k: &str| action.get(k).and_then(Value::as_str);
+                if let (Some(item), Some(location)) = (text("item"), text("location")) {
                     self.pending.insert((item.to_string(), location.to_string()), p.id.clone());
                 }
             }

@@ -105,7 +105,7 @@ async fn one_shortage_makes_one_proposal_which_leads_to_inbound_then_on_hand() {
     assert_eq!(made.len(), 1);
     let id = made[0].clone();
     let p = ana.proposal(&id).await.unwrap();
-    let doc = &p.document;
+    let doc = &serde_json::to_value(&p.document).unwrap();
     // North needs 100 - 35 = 65; acme (low risk) packs 50s: 100. South is fine.
     assert_eq!(doc["action"]["supplier"], "acme");
     assert_eq!(doc["action"]["qty"], 100);
@@ -152,9 +152,9 @@ async fn one_shortage_makes_one_proposal_which_leads_to_inbound_then_on_hand() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(south.len(), 1);
-    let south_doc = ana.proposal(&south[0]).await.unwrap().document;
-    assert_eq!(south_doc["action"]["location"], "south");
-    assert_eq!(south_doc["action"]["qty"], 100, "100 - 30 = 70, rounded up to acme's pack of 50");
+    let south_action = ana.proposal(&south[0]).await.unwrap().document.action;
+    assert_eq!(south_action["location"], "south");
+    assert_eq!(south_action["qty"], 100, "100 - 30 = 70, rounded up to acme's pack of 50");
     assert_eq!(agent.handle("bolt", "north").await.unwrap(), None);
     let skipped = std::iter::from_fn(|| heard.try_recv().ok())
         .any(|n| matches!(n, livestate_agents::Narration::Skipped { ref item, .. } if item == "bolt"));
@@ -210,14 +210,10 @@ async fn one_shortage_makes_one_proposal_which_leads_to_inbound_then_on_hand() {
     .await;
 
     let audit = ana.audit(&id).await.unwrap();
-    let stock = audit["evidence"].as_array().unwrap().iter().find(|e| e["table"] == "stock").unwrap();
-    assert_eq!(
-        stock["rows_at_tag"].as_array().unwrap().iter().find(|r| r["location"] == "north").unwrap()
-            ["on_hand"],
-        50
-    );
-    assert!(audit["evidence"].as_array().unwrap().iter().all(|e| e["cited_rows_identical"] == true));
-    assert_eq!(audit["caused_events"].as_array().unwrap().len(), 3);
+    let stock = audit.evidence.iter().find(|e| e.table == "stock").unwrap();
+    assert_eq!(stock.rows_at_tag.iter().find(|r| r["location"] == "north").unwrap()["on_hand"], 50);
+    assert!(audit.evidence.iter().all(|e| e.cited_rows_identical));
+    assert_eq!(audit.caused_events.len(), 3);
     let _ = stop.send(());
     server.await.unwrap().unwrap();
 }

@@ -23,13 +23,14 @@ pub use livestate_api::event::{AppendedLine, EventsAnswer};
 pub use livestate_api::health::{Health, HealthStatus, StoreMemory, Stores};
 pub use livestate_api::principal::{Role, WhoAmI};
 pub use livestate_api::proposal::{
-    Decided, NewDecision, NewProposal, Outbox, OutboxItem, PinnedTag, ProposalDoc, ProposalEntry,
-    ProposalList, ProposalStatus, Proposed, Risk, RiskLevel, Rule, Source, Verdict,
+    Audit, CausedEvent, Decided, Evidence, NewDecision, NewProposal, Outbox, OutboxItem, PinnedTag,
+    ProposalDoc, ProposalDocument, ProposalEntry, ProposalList, ProposalStatus, Proposed, Risk, RiskLevel,
+    Rule, Source, StateAfter, Verdict,
 };
 pub use livestate_api::read::{
     BucketHealth, ConsistentAnswer, ConsistentRead, Firing, Firings, MeasuredBy, Quarantined, Receipt,
-    RowsAnswer, SchemaColumn, ServedBy, Spend, TableHealth, TableInfo, TableRead, TableSchema, TableSpend,
-    TagInfo,
+    RowsAnswer, SchemaColumn, ServedBy, Spend, SqlAnswer, SqlRequest, TableHealth, TableInfo, TableRead,
+    TableSchema, TableSpend, TagInfo,
 };
 /// The typed answers of the sheet and history routes (defined once, in `livestate-api`).
 pub use livestate_api::sheet;
@@ -270,12 +271,11 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError`] (400 names why a query is refused).
-    pub async fn sql(&self, query: &str, limit: Option<usize>) -> Result<Value, ClientError> {
-        let mut body = json!({"query": query});
-        if let Some(l) = limit {
-            body["limit"] = json!(l);
-        }
-        self.post("/v1/sql", &body).await
+    pub async fn sql(&self, query: &str, limit: Option<usize>) -> Result<SqlAnswer, ClientError> {
+        let body =
+            serde_json::to_value(SqlRequest { query: query.to_string(), limit }).expect("a query serializes");
+        let v = self.post("/v1/sql", &body).await?;
+        typed(v, "a SQL answer")
     }
 
     /// The next firing of `trigger` for the caller, handed over (acknowledged) at once.
@@ -337,8 +337,9 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError`].
-    pub async fn audit(&self, id: &str) -> Result<Value, ClientError> {
-        self.get(&format!("/v1/proposals/{}/audit", enc(id))).await
+    pub async fn audit(&self, id: &str) -> Result<Audit, ClientError> {
+        let v = self.get(&format!("/v1/proposals/{}/audit", enc(id))).await?;
+        typed(v, "an audit")
     }
 
     /// `GET /v1/proposals/{id}/sheet`: every input of the decision with its receipt, its lag
@@ -356,8 +357,9 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError`].
-    pub async fn decision_kinds(&self) -> Result<Value, ClientError> {
-        self.get("/v1/decision-kinds").await
+    pub async fn decision_kinds(&self) -> Result<sheet::KindList, ClientError> {
+        let v = self.get("/v1/decision-kinds").await?;
+        typed(v, "a list of decision kinds")
     }
 
     /// `GET /v1/decision-kinds/{kind}/history?since=`: how often the kind's decisions are made

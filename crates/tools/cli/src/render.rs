@@ -138,101 +138,74 @@ pub fn spend(s: &livestate_engine::spend::Spend) -> String {
     )
 }
 
-/// A proposal's audit (the JSON of `GET /v1/proposals/{id}/audit`) as text.
-pub fn audit(a: &serde_json::Value) -> String {
+/// A proposal's audit (`GET /v1/proposals/{id}/audit`) as text.
+pub fn audit(a: &livestate_client::Audit) -> String {
     use serde_json::Value;
     use std::fmt::Write as _;
-    let s = |v: &Value| match v {
-        Value::String(t) => t.clone(),
-        Value::Null => "-".into(),
-        other => other.to_string(),
-    };
-    let p = &a["proposal"];
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    let p = &a.proposal;
     let mut out = String::new();
     let _ = writeln!(
         out,
         "proposal {} ({}) by agent {} for module {}: {}",
-        s(&p["id"]),
-        s(&p["kind"]),
-        s(&p["agent"]),
-        s(&p["module"]),
-        s(&p["summary"])
+        p.id, p.kind, p.agent, p.module, p.summary
     );
     let _ = writeln!(
         out,
         "  created {} at offset {}; status {}",
-        s(&p["created_at"]),
-        s(&a["created_offset"]),
-        s(&a["status"])
+        p.created_at,
+        a.created_offset,
+        a.status.as_str()
     );
-    let _ = writeln!(
-        out,
-        "  rule {} v{}: {}",
-        s(&p["rule"]["name"]),
-        s(&p["rule"]["version"]),
-        s(&p["rule"]["text"])
-    );
-    let _ = writeln!(
-        out,
-        "  risk {}: {}",
-        s(&p["risk"]["level"]),
-        p["risk"]["reasons"]
-            .as_array()
-            .map(|r| r.iter().map(&s).collect::<Vec<_>>().join("; "))
-            .unwrap_or_default()
-    );
-    let _ = writeln!(out, "  action {}", p["action"]);
+    let _ = writeln!(out, "  rule {} v{}: {}", p.rule.name, p.rule.version, p.rule.text);
+    let _ = writeln!(out, "  risk {}: {}", p.risk.level.as_str(), p.risk.reasons.join("; "));
+    let _ = writeln!(out, "  action {}", Value::Object(p.action.clone()));
     let _ = writeln!(out, "\nevidence (read back from the pinned tags):");
-    for e in a["evidence"].as_array().into_iter().flatten() {
-        let same = if e["cited_rows_identical"] == Value::Bool(true) {
-            "cited rows identical"
-        } else {
-            "CITED ROWS DIFFER"
-        };
-        let _ = writeln!(
-            out,
-            "  {} snapshot {} (tag {}): {}",
-            s(&e["table"]),
-            s(&e["snapshot_id"]),
-            s(&e["tag"]),
-            same
-        );
-        for r in e["rows_at_tag"].as_array().into_iter().flatten() {
-            let _ = writeln!(out, "    {r}");
+    for e in &a.evidence {
+        let same = if e.cited_rows_identical { "cited rows identical" } else { "CITED ROWS DIFFER" };
+        let _ = writeln!(out, "  {} snapshot {} (tag {}): {}", e.table, e.snapshot_id, e.tag, same);
+        for r in &e.rows_at_tag {
+            let _ = writeln!(out, "    {}", Value::Object(r.clone()));
         }
     }
-    match a.get("decision") {
-        Some(d) if !d.is_null() => {
+    match &a.decision {
+        Some(d) => {
             let _ = writeln!(
                 out,
                 "\ndecision: {} by {} at {} (offset {}): {}",
-                s(&d["decision"]),
-                s(&d["decided_by"]),
-                s(&d["decided_at"]),
-                s(&d["offset"]),
-                s(&d["reason"])
+                d.decision.as_str(),
+                d.decided_by,
+                d.decided_at,
+                d.offset,
+                or_dash(d.reason.clone())
             );
         }
-        _ => {
+        None => {
             let _ = writeln!(out, "\ndecision: pending");
         }
     }
     let _ = writeln!(out, "\nevents caused:");
-    for ev in a["caused_events"].as_array().into_iter().flatten() {
-        let _ =
-            writeln!(out, "  offset {} {} {} {}", s(&ev["offset"]), s(&ev["type"]), s(&ev["id"]), ev["data"]);
+    for ev in &a.caused_events {
+        let _ = writeln!(
+            out,
+            "  offset {} {} {} {}",
+            ev.offset,
+            ev.event_type,
+            ev.id,
+            Value::Object(ev.data.clone())
+        );
     }
     let _ = writeln!(out, "\nstate now:");
-    for st in a["state_after"].as_array().into_iter().flatten() {
+    for st in &a.state_after {
         let _ = writeln!(
             out,
             "  {} {} (snapshot {}):",
-            s(&st["table"]),
-            st["key"],
-            s(&st["receipt"]["snapshot_id"])
+            st.table,
+            Value::Object(st.key.clone()),
+            or_dash(st.receipt.snapshot_id.map(|s| s.to_string()))
         );
-        for r in st["rows"].as_array().into_iter().flatten() {
-            let _ = writeln!(out, "    {r}");
+        for r in &st.rows {
+            let _ = writeln!(out, "    {}", Value::Object(r.clone()));
         }
     }
     out

@@ -105,8 +105,8 @@ pub(crate) fn action_words(action: &Value) -> String {
 }
 
 /// Rows as an HTML table, columns in the order `table` declares them.
-pub(crate) fn rows_table(s: &Shared, table: &str, rows: &[Value]) -> String {
-    let Some(first) = rows.first().and_then(Value::as_object) else {
+pub(crate) fn rows_table(s: &Shared, table: &str, rows: &[serde_json::Map<String, Value>]) -> String {
+    let Some(first) = rows.first() else {
         return r#"<p class="muted">No rows.</p>"#.into();
     };
     let declared: Vec<&String> =
@@ -120,7 +120,7 @@ pub(crate) fn rows_table(s: &Shared, table: &str, rows: &[Value]) -> String {
     for r in rows {
         out.push_str("<tr>");
         for c in &cols {
-            out.push_str(&format!("<td>{}</td>", esc(&text(&r[c.as_str()]))));
+            out.push_str(&format!("<td>{}</td>", esc(&text(r.get(c.as_str()).unwrap_or(&Value::Null)))));
         }
         out.push_str("</tr>");
     }

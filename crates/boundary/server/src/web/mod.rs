@@ -143,7 +143,7 @@ fn inbox_rows(s: &Shared) -> String {
     }
     let mut out = String::new();
     for p in pending {
-        let action = document(s, &p).ok().and_then(|d| d.get("action").map(action_words)).unwrap_or_default();
+        let action = document(s, &p).map(|d| action_words(&Value::Object(d.action))).unwrap_or_default();
         out.push_str(&format!(
             r#"<tr data-proposal="{id}"><td><a href="/proposals/{id}">{summary}</a></td><td>{kind}</td><td>{agent}</td><td class="action-words">{action}</td><td><span class="risk risk-{risk}">{risk}</span></td><td><time datetime="{created}">{age}</time></td></tr>"#,
             id = esc(&p.id),
@@ -259,29 +259,28 @@ pub(crate) async fn proposal(
                 .into_response()
         }
     };
-    let doc = &audit["proposal"];
-    let params: String = doc["rule"]["parameters"]
-        .as_object()
-        .map(|m| m.iter().map(|(k, v)| format!("<dt>{}</dt><dd>{}</dd>", esc(k), esc(&text(v)))).collect())
-        .unwrap_or_default();
-    let reasons: String = doc["risk"]["reasons"]
-        .as_array()
-        .map(|r| r.iter().map(|x| format!("<li>{}</li>", esc(&text(x)))).collect())
-        .unwrap_or_default();
+    let doc = &audit.proposal;
+    let params: String = doc
+        .rule
+        .parameters
+        .iter()
+        .map(|(k, v)| format!("<dt>{}</dt><dd>{}</dd>", esc(k), esc(&text(v))))
+        .collect();
+    let reasons: String = doc.risk.reasons.iter().map(|x| format!("<li>{}</li>", esc(x))).collect();
     let mut evidence = String::new();
-    for e in audit["evidence"].as_array().into_iter().flatten() {
-        let lag = e["cited_lag_ms"].as_u64().map_or("-".to_string(), |l| format!("{l} ms"));
+    for e in &audit.evidence {
+        let lag = e.cited_lag_ms.map_or("-".to_string(), |l| format!("{l} ms"));
         evidence.push_str(&format!(
             r#"<section aria-label="Evidence from {table}"><h3>{table}</h3>
 <p class="muted">Snapshot {snap}, record offset {offset}, lag when read {lag}; pinned by tag <code>{tag}</code>. {same}</p>
 {rows}</section>"#,
-            table = esc(&text(&e["table"])),
-            snap = esc(&text(&e["snapshot_id"])),
-            offset = esc(&text(&e["cited_offset"])),
+            table = esc(&e.table),
+            snap = e.snapshot_id,
+            offset = e.cited_offset.map_or("-".to_string(), |o| o.to_string()),
             lag = esc(&lag),
-            tag = esc(&text(&e["tag"])),
-            same = if e["cited_rows_identical"] == Value::Bool(true) { "The rows cited are exactly these." } else { "<strong>The rows cited differ from the pinned snapshot.</strong>" },
-            rows = rows_table(&s, &text(&e["table"]), e["rows_at_tag"].as_array().map(Vec::as_slice).unwrap_or(&[])),
+            tag = esc(&e.tag),
+            same = if e.cited_rows_identical { "The rows cited are exactly these." } else { "<strong>The rows cited differ from the pinned snapshot.</strong>" },
+            rows = rows_table(&s, &e.table, &e.rows_at_tag),
         ));
     }
     // A declared kind's sheet comes first; any other kind has none.
@@ -350,10 +349,10 @@ pub(crate) async fn proposal(
         module = esc(&p.module),
         age = age(&p.created_at),
         offset = p.created_offset,
-        action = esc(&serde_json::to_string_pretty(&doc["action"]).unwrap_or_default()),
-        rule = esc(&text(&doc["rule"]["name"])),
-        version = esc(&text(&doc["rule"]["version"])),
-        rule_text = esc(&text(&doc["rule"]["text"])),
+        action = esc(&serde_json::to_string_pretty(&doc.action).unwrap_or_default()),
+        rule = esc(&doc.rule.name),
+        version = esc(&doc.rule.version),
+        rule_text = esc(&doc.rule.text),
         risk = esc(p.risk_level.as_str()),
         id = esc(&p.id),
     );
@@ -418,41 +417,39 @@ pub(crate) async fn lineage(
                 .into_response()
         }
     };
-    let doc = &a["proposal"];
-    let decision = match a.get("decision").filter(|d| !d.is_null()) {
+    let doc = &a.proposal;
+    let decision = match &a.decision {
         Some(d) => format!(
             "{} by {} at {}: {}",
-            esc(&text(&d["decision"])),
-            esc(&text(&d["decided_by"])),
-            esc(&text(&d["decided_at"])),
-            esc(&text(&d["reason"]))
+            esc(d.decision.as_str()),
+            esc(&d.decided_by),
+            esc(&d.decided_at),
+            esc(d.reason.as_deref().unwrap_or("-"))
         ),
         None => "Not decided yet.".into(),
     };
-    let events: String = a["caused_events"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let events: String = a
+        .caused_events
+        .iter()
         .map(|e| {
             format!(
                 "<li>offset {} <code>{}</code> {} <code>{}</code></li>",
-                esc(&text(&e["offset"])),
-                esc(&text(&e["type"])),
-                esc(&text(&e["id"])),
-                esc(&e["data"].to_string())
+                e.offset,
+                esc(&e.event_type),
+                esc(&e.id),
+                esc(&Value::Object(e.data.clone()).to_string())
             )
         })
         .collect();
-    let state: String = a["state_after"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let state: String = a
+        .state_after
+        .iter()
         .map(|st| {
             format!(
                 "<h3>{} <code>{}</code></h3>{}",
-                esc(&text(&st["table"])),
-                esc(&st["key"].to_string()),
-                rows_table(&s, &text(&st["table"]), st["rows"].as_array().map(Vec::as_slice).unwrap_or(&[]))
+                esc(&st.table),
+                esc(&Value::Object(st.key.clone()).to_string()),
+                rows_table(&s, &st.table, &st.rows)
             )
         })
         .collect();
@@ -466,10 +463,10 @@ pub(crate) async fn lineage(
 <li><strong>State now</strong>:{state}</li>
 </ol>"#,
         id = esc(&id),
-        agent = esc(&text(&doc["agent"])),
-        created = esc(&text(&doc["created_at"])),
-        offset = esc(&text(&a["created_offset"])),
-        summary = esc(&text(&doc["summary"])),
+        agent = esc(&doc.agent),
+        created = esc(&doc.created_at),
+        offset = a.created_offset,
+        summary = esc(&doc.summary),
         events = if events.is_empty() { "<li class=\"muted\">none yet</li>".into() } else { events },
     );
     page(&format!("Lineage of {id}"), Some((&caller.0, &csrf)), &body)
