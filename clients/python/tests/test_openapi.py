@@ -336,6 +336,28 @@ def test_every_error_code_has_its_error_class(doc: dict[str, Any]) -> None:
     assert not codes - set(_BY_CODE), f"codes the client does not map to a class: {sorted(codes - set(_BY_CODE))}"
 
 
+def test_every_json_answer_of_every_route_has_a_schema(doc: dict[str, Any]) -> None:
+    """A 2xx answer is typed unless it is not JSON (Prometheus text, a server-sent event stream)
+    or its route is in UNTYPED."""
+    not_json = {"text/plain", "text/event-stream"}
+    untyped = []
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            if (method, path) in UNTYPED:
+                continue
+            for status, resp in op["responses"].items():
+                if not status.startswith("2") or status == "204":
+                    continue
+                content = resp.get("content")
+                if not content:
+                    untyped.append(f"{method.upper()} {path} {status}: no content")
+                    continue
+                for media, body in content.items():
+                    if media not in not_json and "schema" not in body:
+                        untyped.append(f"{method.upper()} {path} {status} {media}: no schema")
+    assert not untyped, "answers without a schema: " + "; ".join(untyped)
+
+
 def test_untyped_routes_have_no_schema_or_the_models(doc: dict[str, Any]) -> None:
     """A route of UNTYPED that gains a schema must name the schema its model is mapped to."""
     for (method, path), model in UNTYPED.items():

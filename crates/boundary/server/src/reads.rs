@@ -233,7 +233,7 @@ fn parse_limit(v: &str) -> Result<usize, ApiError> {
         ("snapshot" = Option<i64>, Query, description = "Read this snapshot instead of the latest"),
         ("tag" = Option<String>, Query, description = "Read the snapshot this tag pins"),
         ("column" = Option<String>, Query, description = "Any other parameter is a `column=value` filter")),
-    responses((status = 200, description = "Rows in key order, with a receipt"),
+    responses((status = 200, description = "Rows in key order, with a receipt", body = RowsAnswer),
         (status = 400, description = "A filter, condition, snapshot or tag that does not fit"),
         (status = 404, description = "Unknown table")))]
 pub(crate) async fn rows(
