@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{fresh, line};
+use common::{canon, fresh, line};
 use futures::TryStreamExt;
 use livestate_engine::read::ServedBy;
 use livestate_engine::schema::STATE_DB;
@@ -16,16 +16,6 @@ use paimon::catalog::Identifier;
 use paimon::IncrementalScanMode;
 use proptest::prelude::*;
 use serde_json::json;
-
-/// Table rows as canonical JSON lines, sorted.
-fn canon(rows: impl IntoIterator<Item = Vec<Value>>) -> Vec<String> {
-    let mut out: Vec<String> = rows
-        .into_iter()
-        .map(|r| serde_json::to_string(&r.iter().map(Value::to_json).collect::<Vec<_>>()).unwrap())
-        .collect();
-    out.sort();
-    out
-}
 
 async fn paimon_rows(ls: &Livestate, table: &str) -> Vec<String> {
     let ts = ls.spec().table(table).unwrap();

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{fresh, line};
+use common::{canon, fresh, line};
 use livestate_engine::read::{paimon_scan_all, scan_all};
 use livestate_engine::schema::STATE_DB;
 use livestate_engine::Livestate;
@@ -16,16 +16,6 @@ use proptest::prelude::*;
 use serde_json::json;
 
 const TABLES: [&str; 5] = ["stock", "open_orders", "reservations_total", "item_first_seen", "work_queue"];
-
-/// Rows as canonical JSON lines, sorted.
-fn canon(rows: Vec<Vec<Value>>) -> Vec<String> {
-    let mut out: Vec<String> = rows
-        .iter()
-        .map(|r| serde_json::to_string(&r.iter().map(Value::to_json).collect::<Vec<_>>()).unwrap())
-        .collect();
-    out.sort();
-    out
-}
 
 /// Each table read by livestate's merge and by the crate's, which must agree.
 async fn assert_reads_agree(ls: &Livestate, when: &str) {

@@ -40,3 +40,15 @@ pub async fn rows(ls: &Livestate, table: &str, keys: &[(&str, &str)]) -> Vec<Val
     };
     ls.read(&req).await.unwrap().json_rows()
 }
+
+/// Table rows as canonical JSON lines, sorted, to compare two reads whatever their order.
+pub fn canon(rows: impl IntoIterator<Item = Vec<livestate_spec::Value>>) -> Vec<String> {
+    let mut out: Vec<String> = rows
+        .into_iter()
+        .map(|r| {
+            serde_json::to_string(&r.iter().map(livestate_spec::Value::to_json).collect::<Vec<_>>()).unwrap()
+        })
+        .collect();
+    out.sort();
+    out
+}
