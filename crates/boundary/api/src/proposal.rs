@@ -282,6 +282,21 @@ impl ProposalDocument {
             risk,
         }
     }
+
+    /// Whether this document records `proposal`: the same request, whatever the server added
+    /// (id, agent, time, the tags pinning the sources) and whatever the idempotency key.
+    pub fn records(&self, proposal: &NewProposal) -> bool {
+        let untagged = |sources: &[Source]| -> Vec<Source> {
+            sources.iter().map(|src| Source { tag: None, ..src.clone() }).collect()
+        };
+        self.kind == proposal.kind
+            && self.module == proposal.module
+            && self.summary == proposal.summary
+            && self.action == proposal.action
+            && untagged(&self.sources) == untagged(&proposal.sources)
+            && self.rule == proposal.rule
+            && self.risk == proposal.risk
+    }
 }
 
 /// The answer of `GET /v1/proposals/{id}`: where the proposal stands, and the whole document
@@ -462,6 +477,11 @@ mod tests {
         assert!(v["sources"][0].get("tag").is_none(), "no tag until the server pins one: {v}");
         let back: ProposalDocument = serde_json::from_value(v).expect("parses back");
         assert_eq!(back, doc);
+        let mut pinned = doc.clone();
+        pinned.sources[0].tag = Some("proposal-p1-s4".into());
+        assert!(pinned.records(&new_proposal()), "the tag and the key are the server's, not the request's");
+        let other = NewProposal { summary: "order 66 bolts".into(), ..new_proposal() };
+        assert!(!pinned.records(&other));
     }
 
     #[test]

@@ -313,23 +313,7 @@ pub(crate) async fn create(
 /// when the request is the same one again, a 409 naming the key when it is not (a key names
 /// one request, not a slot to fill with another).
 fn retried(s: &Shared, p: &NewProposal, existing: &ProposalEntry) -> Result<Response, ApiError> {
-    // What the agent sent, without what the server added (id, agent, time, the tags).
-    let untagged = |sources: &[Source]| -> Vec<Source> {
-        sources.iter().map(|src| Source { tag: None, ..src.clone() }).collect()
-    };
-    let doc = document(s, existing)?;
-    let sent_before = NewProposal {
-        kind: doc.kind,
-        module: doc.module,
-        summary: doc.summary,
-        action: doc.action,
-        sources: untagged(&doc.sources),
-        rule: doc.rule,
-        risk: doc.risk,
-        idempotency_key: None,
-    };
-    let sent_now = NewProposal { sources: untagged(&p.sources), idempotency_key: None, ..p.clone() };
-    if sent_now == sent_before {
+    if document(s, existing)?.records(p) {
         return Ok(duplicate(&existing.id, existing));
     }
     Err(ApiError::conflict(format!(
