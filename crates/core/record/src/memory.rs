@@ -37,7 +37,7 @@ pub const INDEX_CACHE_BYTES: u64 = 8 * 1024 * 1024;
 /// Block cache of the proposal store: proposals are few and small.
 pub const PROPOSALS_CACHE_BYTES: u64 = 4 * 1024 * 1024;
 
-/// Background threads of every livestate store: two, whatever the core count.
+/// Background threads of every livestate store: three, whatever the core count.
 ///
 /// Not one. Every write to a keyspace whose memtable is over its size asks the workers to
 /// rotate it (a non-blocking send on fjall's work queue of 1,000 messages), so a busy writer
@@ -46,12 +46,18 @@ pub const PROPOSALS_CACHE_BYTES: u64 = 4 * 1024 * 1024;
 /// left to drain it, the worker waits forever, sealed memtables pile up and every write halts.
 /// `tests/store_memory.rs` hung exactly so (both threads parked in `flume` sends) a day after
 /// the count was lowered to one to save fjall's spinning (fjall issues #257 and #260 report
-/// the same family of hangs). With two, the other worker drains the queue. The price is the
-/// spin the fourth pass of the hot path measured (docs/BENCHMARKS.md): with two or more, each
-/// flush sends one compaction request per worker, and worker 0, kept for flushes, hands every
-/// one back to the queue while the other compacts, 4.4 % of an ingest's samples. More than two
-/// would spin more and gain nothing on the two-core machines livestate is sized for.
-pub const WORKER_THREADS: usize = 2;
+/// the same family of hangs). With two or more, another worker drains the queue.
+///
+/// Not two. After each flush fjall sends one compaction request per worker, and worker 0, kept
+/// for flushes, hands every compaction request it receives back to the queue and takes it
+/// again at once. With two workers, the second request stays in the queue for as long as
+/// worker 1 compacts, and worker 0 spins on it all that time: a core busy doing nothing for as
+/// long as fjall compacts, 7.8 % of an ingest's samples (docs/BENCHMARKS.md, eleventh pass).
+/// With three, the request worker 0 hands back is taken by worker 2, whose compaction of the
+/// same keyspace finds the tables already taken by worker 1 and returns at once: the spin
+/// lasts a wake-up, not a compaction (0.8 % of the samples, and 7 % less CPU per ingest). The
+/// third thread costs a stack and nothing while idle.
+pub const WORKER_THREADS: usize = 3;
 
 /// A builder for the fjall database in `path` with a block cache of `cache_bytes`, the
 /// journal limit [`JOURNAL_BYTES`] and [`WORKER_THREADS`] background threads.
