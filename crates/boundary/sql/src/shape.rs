@@ -203,7 +203,7 @@ mod tests {
     }
 
     #[test]
-    fn depth_counts_parentheses_chains_joins_and_set_operations() {
+    fn depth_counts_every_kind_of_nesting() {
         assert_eq!(depth("SELECT 1"), 0);
         assert_eq!(depth("SELECT 1 + 1 + 1"), 2);
         // `(` is a level of its own (sqlparser keeps a `Nested` node for it).
@@ -231,15 +231,24 @@ mod tests {
     }
 
     #[test]
-    fn text_tokens_and_lists_have_limits() {
+    fn text_over_64_kib_is_refused_naming_the_limit() {
         let e = check(&"x".repeat(70_000), &Limits::default()).unwrap_err();
         assert!(matches!(e, SqlError::TextTooLong { bytes: 70_000, .. }), "{e}");
         assert!(e.to_string().contains("64 KiB"), "{e}");
+    }
+
+    #[test]
+    fn a_list_of_1024_items_is_refused_where_1023_pass() {
         let sql = format!("SELECT 1{}", ",1".repeat(1024));
         let e = check(&sql, &Limits::default()).unwrap_err();
         assert!(matches!(&e, SqlError::TooComplex(s) if s.what == "items in one list"), "{e}");
         let sql = format!("SELECT 1{}", ",1".repeat(1023));
         assert!(check(&sql, &Limits::default()).is_ok());
+    }
+
+    #[test]
+    fn a_query_over_the_token_limit_is_refused() {
+        let sql = format!("SELECT 1{}", ",1".repeat(1023));
         let e = check(&sql, &Limits { tokens: 100, ..Limits::default() }).unwrap_err();
         assert!(matches!(&e, SqlError::TooComplex(s) if s.what == "tokens"), "{e}");
     }
