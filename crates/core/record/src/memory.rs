@@ -55,8 +55,9 @@ pub const PROPOSALS_CACHE_BYTES: u64 = 4 * 1024 * 1024;
 /// long as fjall compacts, 7.8 % of an ingest's samples (docs/BENCHMARKS.md, eleventh pass).
 /// With three, the request worker 0 hands back is taken by worker 2, whose compaction of the
 /// same keyspace finds the tables already taken by worker 1 and returns at once: the spin
-/// lasts a wake-up, not a compaction (0.8 % of the samples, and 7 % less CPU per ingest). The
-/// third thread costs a stack and nothing while idle.
+/// lasts a wake-up, not a compaction (1.1 % of the samples, and 7 % less CPU per ingest). The
+/// price: a third thread per store, and a peak RSS up to about 20 MiB higher in that A/B (the
+/// cause not isolated).
 pub const WORKER_THREADS: usize = 3;
 
 /// A builder for the fjall database in `path` with a block cache of `cache_bytes`, the
