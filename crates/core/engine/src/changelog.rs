@@ -49,9 +49,10 @@ pub(crate) async fn changes_of(
         for (kind, row) in kinds.into_iter().zip(crate::read::rows_of(&user, ts)?) {
             let key = crate::index::key_bytes(key_idx.iter().map(|&i| &row[i]));
             let e = out.entry(key).or_insert((None, None));
-            match kind.as_str() {
-                "-U" | "-D" => e.0 = Some(row),
-                _ => e.1 = Some(row),
+            if kind.is_retract() {
+                e.0 = Some(row);
+            } else {
+                e.1 = Some(row);
             }
         }
     }

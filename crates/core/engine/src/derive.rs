@@ -12,7 +12,8 @@ use crate::archive::{Archive, ArchiveRow};
 use crate::decode::{Decoded, Decoder};
 use crate::error::EngineError;
 use crate::index::Index;
-use crate::layout::{Layout, Status, TableProgress};
+use crate::layout::Layout;
+use crate::status::{Status, TableProgress};
 use crate::quarantine::{Quarantine, Quarantined};
 use crate::schema::{ARCHIVE_TABLE, RECORD_DB, STATE_DB};
 use crate::sink::{TableLocks, TableSink};
@@ -529,6 +530,8 @@ impl Derivers {
             if due {
                 // The commit runs on a task of its own; the next step collects it.
                 commits += t.start_commit().await?;
+            } else {
+                t.upkeep.when_idle(&t.sink.maintainer).await;
             }
         }
         // The archive commits on its own task; a failure there stops derivation here.

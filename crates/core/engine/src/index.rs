@@ -532,7 +532,7 @@ fn decode_rows<B: AsRef<[u8]> + Sync>(
         }
         Ok(Decoded { rows, sorted })
     };
-    let cores = crate::read::cores();
+    let cores = crate::cores::cores();
     if stored.len() < PARALLEL_DECODE_ROWS || cores < 2 {
         return decode_part(stored);
     }

@@ -10,6 +10,7 @@
 mod archive;
 pub mod catalog;
 mod changelog;
+mod cores;
 mod decode;
 mod derive;
 mod error;
@@ -26,6 +27,7 @@ mod rows;
 pub mod schema;
 mod sink;
 pub mod spend;
+mod status;
 mod tail;
 #[cfg(test)]
 mod testing;
@@ -46,7 +48,8 @@ pub use catalog::Catalog;
 pub use derive::{Barrier, Committed, DeriveReport, Derivers, Progress, CATCH_UP_COMMIT_EVENTS};
 pub use error::{EngineError, LineError};
 pub use follow::{BarrierRequest, Follow};
-pub use layout::{Layout, Status, TableProgress, WriteLock};
+pub use layout::{Layout, WriteLock};
+pub use status::{Status, TableProgress};
 pub use livestate_record::RecordError;
 pub use read::{At, LagSource, ReadRequest, Reader, Receipt, Rows, SharedRead, TableInfo};
 pub use rederive::{RederiveReport, RederivedTable};

@@ -324,7 +324,7 @@ impl TableSink {
     /// On open: the status file says the table was checked through `through` past its last
     /// snapshot (events that did not touch it); trusted only while that snapshot is still the
     /// table's latest and only to move forward.
-    pub fn trust_checked(&mut self, p: &crate::layout::TableProgress) {
+    pub fn trust_checked(&mut self, p: &crate::status::TableProgress) {
         if p.still_holds(self.snapshot_id, self.snapshot_identifier) && p.through > self.position {
             self.position = p.through;
             self.committed = p.through;

@@ -9,7 +9,10 @@
 //!
 //! `full-compaction.delta-commits` turns every n-th compaction into a full one. Expiry runs
 //! after a commit, at most once per commit interval (but not more than once a second) and at
-//! least once a minute while commits happen; it never takes the commit lock.
+//! least once a minute while commits happen; a table that does not commit still expires once
+//! a minute while the record is followed, so its snapshots and tags (a proposal's pins among
+//! them) go when their retention ends, not at its next event. Expiry never takes the commit
+//! lock.
 //! Maintenance failures are logged and reported, never fatal to derivation: the state is
 //! still correct, only less compact.
 
@@ -21,7 +24,8 @@ use crate::spend::{cpu_timed, SpendMeter};
 use livestate_spec::Freshness;
 use tokio::task::JoinHandle;
 
-/// Expiry runs at most this often per table (and at most once per commit interval).
+/// Expiry runs at least this often per table while it commits (and at most once per commit
+/// interval); and this often while it does not.
 const EXPIRE_AT_MOST_EVERY: Duration = Duration::from_secs(60);
 
 /// ... and at most once a second (short budgets commit several times a second).
@@ -60,6 +64,8 @@ pub(crate) struct Upkeep {
     commits_while_compacting: usize,
     commits_since_full: u64,
     last_expire: Option<Instant>,
+    /// When this upkeep began (a quiet table's first expiry is a minute after).
+    since: Instant,
     /// The latest maintenance failure, for status reporting.
     pub last_error: Option<String>,
     /// Counts each compaction that committed.
@@ -78,6 +84,7 @@ impl Upkeep {
             commits_while_compacting: 0,
             commits_since_full: 0,
             last_expire: None,
+            since: Instant::now(),
             last_error: None,
             spend,
         }
@@ -162,17 +169,50 @@ impl Upkeep {
             .await;
             self.compacted(m.name(), Ok(r));
         }
-        if self.last_expire.is_none_or(|t| t.elapsed() >= self.expire_every) && self.expiring.is_none() {
-            self.last_expire = Some(Instant::now());
-            let name = m.name().to_string();
-            let m = m.clone();
-            let task = async move { m.expire(chrono::Utc::now().timestamp_millis(), |_, _| {}).await };
-            if inline {
-                let r = task.await;
-                self.record(&name, "expiry", Ok(r));
-            } else {
-                self.expiring = Some(tokio::spawn(task));
-            }
+        if self.expiry_due(Instant::now(), true) {
+            self.expire(m, inline).await;
+        }
+    }
+
+    /// Between commits, while the record is followed: starts the expiry a table that has not
+    /// committed for a while is due ([`Upkeep::expiry_due`]), in the background.
+    pub async fn when_idle(&mut self, m: &Maintainer) {
+        if let Some(h) = self.expiring.take_if(|h| h.is_finished()) {
+            let r = h.await;
+            self.record(m.name(), "expiry", r);
+        }
+        if self.expiry_due(Instant::now(), false) {
+            self.expire(m, false).await;
+        }
+    }
+
+    /// Whether an expiry is due at `now`, right after a commit (`committed`) or between
+    /// commits: never while one runs; after a commit, once the table's expiry interval has
+    /// passed since the last (the first commit expires at once); between commits, once a
+    /// minute has passed since the last expiry (or since the upkeep began).
+    fn expiry_due(&self, now: Instant, committed: bool) -> bool {
+        if self.expiring.is_some() {
+            return false;
+        }
+        let since_last = |from: Instant| now.saturating_duration_since(from);
+        match (committed, self.last_expire) {
+            (true, None) => true,
+            (true, Some(last)) => since_last(last) >= self.expire_every,
+            (false, last) => since_last(last.unwrap_or(self.since)) >= EXPIRE_AT_MOST_EVERY,
+        }
+    }
+
+    /// Starts an expiry of `m`'s snapshots and tags: in place (`inline`) or on a task.
+    async fn expire(&mut self, m: &Maintainer, inline: bool) {
+        self.last_expire = Some(Instant::now());
+        let name = m.name().to_string();
+        let m = m.clone();
+        let task = async move { m.expire(chrono::Utc::now().timestamp_millis(), |_, _| {}).await };
+        if inline {
+            let r = task.await;
+            self.record(&name, "expiry", Ok(r));
+        } else {
+            self.expiring = Some(tokio::spawn(task));
         }
     }
 
@@ -186,5 +226,63 @@ impl Upkeep {
             let r = h.await;
             self.record(name, "expiry", r);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upkeep(freshness: &str) -> Upkeep {
+        let f: Freshness = freshness.parse().unwrap();
+        Upkeep::new(&f, SpendMeter::new(0))
+    }
+
+    #[test]
+    fn the_first_commit_expires_at_once_and_later_ones_once_per_commit_interval() {
+        // A 40 s budget commits every 5 s.
+        let mut u = upkeep("40s");
+        let t0 = u.since;
+        assert!(u.expiry_due(t0, true));
+        u.last_expire = Some(t0);
+        assert!(!u.expiry_due(t0 + Duration::from_secs(4), true));
+        assert!(u.expiry_due(t0 + Duration::from_secs(5), true));
+    }
+
+    #[test]
+    fn a_short_budget_expires_at_most_once_a_second_and_a_long_one_at_least_once_a_minute() {
+        let mut short = upkeep("200ms");
+        let t0 = short.since;
+        short.last_expire = Some(t0);
+        assert!(!short.expiry_due(t0 + Duration::from_millis(900), true));
+        assert!(short.expiry_due(t0 + Duration::from_secs(1), true));
+        let mut long = upkeep("1h");
+        long.last_expire = Some(t0);
+        assert!(!long.expiry_due(t0 + Duration::from_secs(59), true));
+        assert!(long.expiry_due(t0 + Duration::from_secs(60), true));
+    }
+
+    #[test]
+    fn a_table_that_does_not_commit_expires_once_a_minute() {
+        let mut u = upkeep("1s");
+        let t0 = u.since;
+        // Not at once after a start (the first commit, or a minute, comes first) ...
+        assert!(!u.expiry_due(t0, false));
+        assert!(!u.expiry_due(t0 + Duration::from_secs(59), false));
+        assert!(u.expiry_due(t0 + Duration::from_secs(60), false));
+        // ... and a minute after the last expiry, whatever the commit interval.
+        u.last_expire = Some(t0 + Duration::from_secs(60));
+        assert!(!u.expiry_due(t0 + Duration::from_secs(61), false));
+        assert!(u.expiry_due(t0 + Duration::from_secs(120), false));
+    }
+
+    #[tokio::test]
+    async fn no_expiry_is_due_while_one_runs() {
+        let mut u = upkeep("1s");
+        let t0 = u.since;
+        u.expiring = Some(tokio::spawn(std::future::pending()));
+        assert!(!u.expiry_due(t0 + Duration::from_secs(3600), true));
+        assert!(!u.expiry_due(t0 + Duration::from_secs(3600), false));
+        u.expiring.take().unwrap().abort();
     }
 }

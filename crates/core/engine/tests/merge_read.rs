@@ -4,18 +4,16 @@
 
 mod common;
 
+use common::workload::{event, event_or_compaction, Op, TABLES};
 use common::{canon, fresh, line};
 use livestate_engine::read::{paimon_scan_all, scan_all};
 use livestate_engine::schema::STATE_DB;
 use livestate_engine::Livestate;
-use livestate_lsm::CompactMode;
 use livestate_spec::expr::compare;
 use livestate_spec::Value;
 use paimon::catalog::Identifier;
 use proptest::prelude::*;
 use serde_json::json;
-
-const TABLES: [&str; 5] = ["stock", "open_orders", "reservations_total", "item_first_seen", "work_queue"];
 
 /// Each table read by livestate's merge and by the crate's, which must agree.
 async fn assert_reads_agree(ls: &Livestate, when: &str) {
@@ -40,60 +38,12 @@ async fn assert_reads_agree(ls: &Livestate, when: &str) {
     }
 }
 
-#[derive(Debug, Clone)]
-enum Op {
-    Count(u8, i64),
-    Reserve(u8, i64),
-    Inbound(u8, i64),
-    Place(u8, u8, i64),
-    Ship(u8, u8),
-    Job(u8, u8),
-    Compact(CompactMode),
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        4 => (0u8..5, 0i64..50).prop_map(|(i, n)| Op::Count(i, n)),
-        3 => (0u8..5, 0i64..9).prop_map(|(i, n)| Op::Reserve(i, n)),
-        2 => (0u8..5, 0i64..30).prop_map(|(i, n)| Op::Inbound(i, n)),
-        3 => (0u8..6, 0u8..5, 1i64..9).prop_map(|(o, i, q)| Op::Place(o, i, q)),
-        3 => (0u8..6, 0u8..5).prop_map(|(o, i)| Op::Ship(o, i)),
-        2 => (0u8..3, 0u8..3).prop_map(|(j, s)| Op::Job(j, s)),
-        1 => prop_oneof![Just(CompactMode::Full), (1usize..3).prop_map(CompactMode::NewestRuns)].prop_map(Op::Compact),
-    ]
-}
-
-fn event(n: u32, op: &Op) -> Option<String> {
-    let item = |i: &u8| format!("part-{i}");
-    let stock = |field: &str, i: &u8, v: &i64| json!({"item": item(i), "location": "north", field: v});
-    Some(match op {
-        Op::Count(i, v) => line(n, "inventory.stock_counted", stock("on_hand", i, v)),
-        Op::Reserve(i, v) => line(n, "commerce.reservation_changed", stock("reserved", i, v)),
-        Op::Inbound(i, v) => line(n, "procurement.inbound_changed", stock("inbound", i, v)),
-        Op::Place(o, i, q) => line(
-            n,
-            "commerce.order_placed",
-            json!({"order_id": format!("o{o}"), "line": 1, "customer": "c", "item": item(i), "location": "north", "qty": q, "unit_price": "2.50"}),
-        ),
-        Op::Ship(o, i) => line(
-            n,
-            "commerce.order_shipped",
-            json!({"order_id": format!("o{o}"), "line": 1, "item": item(i), "location": "north", "qty": 1}),
-        ),
-        Op::Job(j, s) => {
-            let status = ["released", "blocked", "done"][*s as usize];
-            line(n, "operations.job_status_changed", json!({"job_id": format!("j{j}"), "status": status}))
-        }
-        Op::Compact(_) => return None,
-    })
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
 
     #[test]
     fn livestate_merges_every_engine_as_paimon_does_across_commits_and_compactions(
-        chunks in proptest::collection::vec(proptest::collection::vec(op(), 1..10), 1..10)
+        chunks in proptest::collection::vec(proptest::collection::vec(event_or_compaction(5), 1..10), 1..10)
     ) {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         rt.block_on(async move {
@@ -174,3 +124,4 @@ async fn a_filtered_read_through_livestates_merge_keeps_exactly_the_named_rows()
     assert_eq!(files.read(&order_line(&[("order_id", "o1")])).await.unwrap().rows.len(), 6);
     assert!(files.read(&order_line(&[("order_id", "o2")])).await.unwrap().rows.is_empty());
 }
+

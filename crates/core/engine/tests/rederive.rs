@@ -87,7 +87,7 @@ async fn changelog_of(ls: &Livestate, table: &str, id: i64, key: &str) -> Vec<(S
         let keys = b.column_by_name(key).unwrap();
         let keys = keys.as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
         for (i, kind) in kinds.into_iter().enumerate() {
-            out.push((kind, keys.value(i).to_string()));
+            out.push((kind.short_string().to_string(), keys.value(i).to_string()));
         }
     }
     out.sort();

@@ -26,8 +26,10 @@ mod error;
 pub mod fuzzing;
 pub mod memory;
 mod record;
+mod store_check;
 
-pub use check::{check_files, check_record, FilesCheck, RecordCheck};
+pub use check::{check_record, RecordCheck};
+pub use store_check::{check_files, FilesCheck};
 pub use entry::{NewEvent, RecordedEvent, ENTRY_VERSION};
 pub use error::{FileProblem, RecordError};
 pub use memory::StoreMemory;

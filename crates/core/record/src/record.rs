@@ -7,7 +7,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use fjall::config::{PartitioningPolicy, PinningPolicy};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
-use crate::check::{read_error, store_error};
+use crate::store_check::{read_error, store_error};
 use crate::entry::{NewEvent, RecordedEvent};
 use crate::error::{describe, is_out_of_space, RecordError};
 use crate::memory::StoreMemory;

@@ -253,7 +253,7 @@ pub(crate) async fn merged_plan_rows(
     full: &str,
 ) -> Result<(Vec<Vec<Value>>, bool), EngineError> {
     let read = rb.new_read().map_err(crate::error::paimon_err(full, "read"))?;
-    let permits = Arc::new(tokio::sync::Semaphore::new(super::scan::cores()));
+    let permits = Arc::new(tokio::sync::Semaphore::new(crate::cores::cores()));
     let (merger, table, ts) = (Arc::new(merger), Arc::new(table.clone()), Arc::new(ts.clone()));
     let mut tasks = tokio::task::JoinSet::new();
     let n = plan.splits().len();

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::error::{paimon_err, EngineError};
 use crate::index::{key_bytes, Index, IndexMeta};
-use crate::layout::Status;
+use crate::status::Status;
 use crate::schema::latest_own_snapshot;
 use crate::schema::TableId;
 use crate::verify::diagnose;

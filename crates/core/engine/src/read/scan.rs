@@ -58,28 +58,24 @@ pub fn rows_of(batch: &arrow_array::RecordBatch, ts: &TableSpec) -> Result<Vec<V
     crate::rows::from_batch(batch).map_err(|message| EngineError::Arrow { table: ts.name.clone(), message })
 }
 
-/// The row kinds (`+I`, `-U`, `+U`, `-D`) in the first column of an audit-log batch.
+/// The row kinds (`+I`, `-U`, `+U`, `-D`) in the first column of an audit-log batch, whether
+/// the reader wrote them as their short strings or as their byte values.
 ///
 /// # Errors
 /// The first column holds no row kinds.
-pub fn row_kinds(batch: &arrow_array::RecordBatch) -> Result<Vec<String>, EngineError> {
+pub fn row_kinds(batch: &arrow_array::RecordBatch) -> Result<Vec<paimon::spec::RowKind>, EngineError> {
     use arrow_array::Array;
+    use paimon::spec::RowKind;
     let col = batch.column(0);
     let bad = || EngineError::Arrow {
         table: "(changelog)".into(),
         message: "first column is not a row kind".into(),
     };
     if let Some(s) = col.as_any().downcast_ref::<arrow_array::StringArray>() {
-        return Ok((0..s.len()).map(|i| s.value(i).to_string()).collect());
+        return (0..s.len()).map(|i| RowKind::from_short_string(s.value(i)).map_err(|_| bad())).collect();
     }
     let k = col.as_any().downcast_ref::<arrow_array::Int8Array>().ok_or_else(bad)?;
-    (0..k.len())
-        .map(|i| {
-            paimon::spec::RowKind::from_value(k.value(i))
-                .map(|r| r.short_string().to_string())
-                .map_err(|_| bad())
-        })
-        .collect()
+    (0..k.len()).map(|i| RowKind::from_value(k.value(i)).map_err(|_| bad())).collect()
 }
 
 /// The rows of `table` for which `filters` hold, merged, in key order: by livestate's own
@@ -198,7 +194,7 @@ pub(crate) async fn plan_rows(
         .map(|split| read.to_arrow(std::slice::from_ref(split)))
         .collect::<Result<Vec<_>, _>>()
         .map_err(paimon_err(full, "read"))?;
-    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(cores()));
+    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(crate::cores::cores()));
     // A JoinSet aborts its tasks when dropped: a read given up on stops reading.
     let mut tasks = tokio::task::JoinSet::new();
     let n = streams.len();
@@ -219,13 +215,6 @@ pub(crate) async fn plan_rows(
         rows.extend(part);
     }
     Ok(rows)
-}
-
-/// The cores this process may use, asked once: the standard library reads the cgroup's quota
-/// files on every call, which a profile of repeated scans caught.
-pub(crate) fn cores() -> usize {
-    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get))
 }
 
 /// The rows of one split's stream, read once one of `permits` is free.

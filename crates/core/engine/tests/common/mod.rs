@@ -1,5 +1,7 @@
 #![allow(dead_code)]
 
+pub mod workload;
+
 use std::path::PathBuf;
 
 use livestate_engine::{At, Livestate, ReadRequest, CATCH_UP_COMMIT_EVENTS};
