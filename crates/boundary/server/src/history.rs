@@ -18,7 +18,6 @@ use livestate_spec::{CompanySpec, DecisionKind, Event, EventEnvelope, Merger, Va
 
 use crate::auth::Permission;
 use crate::error::ApiError;
-use crate::proposals::document;
 use crate::reads::{key_text, query_param};
 use crate::sheet::{citing, instant_off_worker, lag_at_proposal, need_ms, row_at, ReadCache};
 use crate::store::ProposalEntry;
@@ -120,7 +119,7 @@ async fn examine(
     p: &ProposalEntry,
     cache: &mut ReadCache,
 ) -> Result<Examined, ApiError> {
-    let doc = document(s, p)?;
+    let doc = s.proposal_document(p)?;
     let (sources, action) = (doc.sources, doc.action);
     let mut groups: Vec<Group> = Vec::new();
     let mut instants: std::collections::HashMap<(String, Option<u64>, Option<u64>), Option<u64>> =

@@ -36,7 +36,6 @@ mod reads;
 mod sheet;
 pub mod store;
 mod web;
-mod web_decisions;
 mod webhook;
 
 use std::collections::{BTreeMap, HashMap};
@@ -132,6 +131,25 @@ impl Shared {
     /// Every table's health, with the serving process's maintainers (their tag caches).
     pub(crate) async fn table_infos(&self) -> Result<Vec<livestate_engine::TableInfo>, ApiError> {
         Ok(self.reader().tables(Some(&self.maintainers)).await?)
+    }
+
+    /// The recorded proposal `id`, or 404.
+    pub(crate) fn proposal(&self, id: &str) -> Result<store::ProposalEntry, ApiError> {
+        self.store.get(id)?.ok_or_else(|| ApiError::not_found(format!("no proposal `{id}`")))
+    }
+
+    /// The proposal's whole document, from its creating event in the record.
+    pub(crate) fn proposal_document(
+        &self,
+        p: &store::ProposalEntry,
+    ) -> Result<livestate_api::proposal::ProposalDocument, ApiError> {
+        let ev = self
+            .ls
+            .record()
+            .get(p.created_offset)?
+            .ok_or_else(|| ApiError::internal("the proposal's event is missing from the record"))?;
+        let text = ev.data.get("document").and_then(serde_json::Value::as_str).unwrap_or("{}");
+        serde_json::from_str(text).map_err(|e| ApiError::internal(format!("proposal document: {e}")))
     }
 
     /// Raises the head after an append.
@@ -378,8 +396,8 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/proposals/{id}/decide", post(web::decide))
         .route("/proposals/{id}/audit", get(web::lineage))
         .route("/tables", get(web::tables))
-        .route("/decisions", get(web_decisions::kinds))
-        .route("/decisions/{kind}", get(web_decisions::kind))
+        .route("/decisions", get(web::decisions::kinds))
+        .route("/decisions/{kind}", get(web::decisions::kind))
         .fallback(|| async { ApiError::not_found("no such route (see /v1/openapi.json)") })
         .layer(DefaultBodyLimit::max(max_body))
         .layer(axum::middleware::from_fn_with_state(max_body, bounded_and_json))

@@ -280,19 +280,19 @@ pub(crate) async fn create(
         }
         p.sources[i].tag = Some(tag);
     }
-    let (kind, module, summary, risk_level) =
-        (p.kind.clone(), p.module.clone(), p.summary.clone(), p.risk.level.as_str().to_string());
     let document = ProposalDocument::recorded(p, &id, &agent, &now_text());
-    let document = serde_json::to_string(&document).map_err(ApiError::internal)?;
+    let text = serde_json::to_string(&document).map_err(ApiError::internal)?;
+    // The event carries the document's headline fields beside the document itself.
+    let ProposalDocument { kind, module, summary, risk, .. } = document;
     let mut data = Map::new();
     for (k, v) in [
         ("proposal_id", id.clone()),
         ("kind", kind),
-        ("agent", agent.clone()),
+        ("agent", agent),
         ("module", module),
         ("summary", summary),
-        ("risk_level", risk_level),
-        ("document", document),
+        ("risk_level", risk.level.as_str().to_string()),
+        ("document", text),
     ] {
         data.insert(k.into(), Value::String(v));
     }
@@ -313,7 +313,7 @@ pub(crate) async fn create(
 /// when the request is the same one again, a 409 naming the key when it is not (a key names
 /// one request, not a slot to fill with another).
 fn retried(s: &Shared, p: &NewProposal, existing: &ProposalEntry) -> Result<Response, ApiError> {
-    if document(s, existing)?.records(p) {
+    if s.proposal_document(existing)?.records(p) {
         return Ok(duplicate(&existing.id, existing));
     }
     Err(ApiError::conflict(format!(
@@ -333,20 +333,6 @@ fn duplicate(id: &str, existing: &ProposalEntry) -> Response {
         duplicate: true,
     };
     (StatusCode::OK, Json(answer)).into_response()
-}
-
-/// The proposal's whole document, from its creating event in the record.
-pub(crate) fn document(s: &Shared, p: &ProposalEntry) -> Result<ProposalDocument, ApiError> {
-    let ev =
-        s.ls.record()
-            .get(p.created_offset)?
-            .ok_or_else(|| ApiError::internal("the proposal's event is missing from the record"))?;
-    let text = ev.data.get("document").and_then(Value::as_str).unwrap_or("{}");
-    serde_json::from_str(text).map_err(|e| ApiError::internal(format!("proposal document: {e}")))
-}
-
-pub(crate) fn find(s: &Shared, id: &str) -> Result<ProposalEntry, ApiError> {
-    s.store.get(id)?.ok_or_else(|| ApiError::not_found(format!("no proposal `{id}`")))
 }
 
 #[utoipa::path(get, path = "/v1/proposals", security(("token" = [])),
@@ -380,8 +366,8 @@ pub(crate) async fn get(
     UrlPath(id): UrlPath<String>,
 ) -> Result<Json<ProposalDoc>, ApiError> {
     caller.require(Permission::Read)?;
-    let proposal = find(&s, &id)?;
-    let document = document(&s, &proposal)?;
+    let proposal = s.proposal(&id)?;
+    let document = s.proposal_document(&proposal)?;
     Ok(Json(ProposalDoc { proposal, document }))
 }
 
@@ -414,7 +400,7 @@ pub(crate) async fn decide_as(
     let decision = d.decision.status();
     check_text("reason", &d.reason, 2000)?;
     let _one_at_a_time = s.deciding.lock().await;
-    let p = find(s, id)?;
+    let p = s.proposal(id)?;
     caller.require(Permission::Decide(p.module.clone()))?;
     if let Some(prev) = &p.decision {
         return Err(ApiError::conflict(format!(
@@ -479,8 +465,8 @@ pub(crate) async fn audit(
 /// 404 unknown proposal; read errors.
 pub(crate) async fn audit_of(s: &Arc<Shared>, id: &str) -> Result<Audit, ApiError> {
     let (s, id) = (Arc::clone(s), id.to_string());
-    let p = find(&s, &id)?;
-    let doc = document(&s, &p)?;
+    let p = s.proposal(&id)?;
+    let doc = s.proposal_document(&p)?;
     let mut evidence = Vec::new();
     let mut followed_keys: BTreeSet<(String, String)> = BTreeSet::new();
     for src in &doc.sources {

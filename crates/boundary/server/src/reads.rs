@@ -590,21 +590,13 @@ const SQL_MAX_ROWS: usize = 10_000;
 const SQL_RETRY_AFTER_SECONDS: u64 = 1;
 
 /// A query's answer on the wire.
-fn sql_answer(a: livestate_sql::Answer) -> Result<SqlAnswer, ApiError> {
-    let rows = a
-        .rows
-        .into_iter()
-        .map(|r| match r {
-            Value::Object(row) => Ok(row),
-            other => Err(ApiError::internal(format!("a SQL answer's row is not an object: {other}"))),
-        })
-        .collect::<Result<_, _>>()?;
-    Ok(SqlAnswer {
+fn sql_answer(a: livestate_sql::Answer) -> SqlAnswer {
+    SqlAnswer {
         columns: a.columns,
-        rows,
+        rows: a.rows,
         truncated: a.truncated,
         receipts: a.receipts.iter().map(wire_receipt).collect(),
-    })
+    }
 }
 
 /// The answer to a query that was not answered: 413 for text over the limit, 408 past the
@@ -640,7 +632,7 @@ pub(crate) async fn sql(
     // Dropping this future (the client went away) aborts the query's work.
     let answer = queries.run(&caller.0.name, &s.reader(), &req.query, rows).await;
     match answer {
-        Ok(answer) => Ok(Json(sql_answer(answer)?).into_response()),
+        Ok(answer) => Ok(Json(sql_answer(answer)).into_response()),
         Err(e) => Ok(sql_error(e)),
     }
 }

@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 
 use crate::auth::Permission;
 use crate::error::ApiError;
-use crate::proposals::{document, find, NewProposal, Source};
+use livestate_api::proposal::{NewProposal, Source};
 use crate::reads::{key_text, read_rows};
 use crate::{Caller, Shared};
 
@@ -222,7 +222,7 @@ pub(crate) async fn sheet(
 /// # Errors
 /// 404 for an unknown proposal or an undeclared kind; read errors.
 pub(crate) async fn sheet_of(s: &Arc<Shared>, id: &str) -> Result<Sheet, ApiError> {
-    let p = find(s, id)?;
+    let p = s.proposal(id)?;
     let Some(kind) = declared(s.ls.spec(), &p.kind) else {
         return Err(ApiError::not_found(format!(
             "proposal `{id}` is of kind `{}`, which the spec does not declare: it has no sheet (declared: {})",
@@ -230,7 +230,7 @@ pub(crate) async fn sheet_of(s: &Arc<Shared>, id: &str) -> Result<Sheet, ApiErro
             s.ls.spec().decisions.keys().cloned().collect::<Vec<_>>().join(", ")
         )));
     };
-    let doc = document(s, &p)?;
+    let doc = s.proposal_document(&p)?;
     let (sources, action, agent_summary, rule_text) = (doc.sources, doc.action, doc.summary, doc.rule.text);
     // One read per (table, key, version): five inputs from one stock row read it once.
     let mut read_cache = ReadCache::new();

@@ -66,17 +66,20 @@ use livestate_engine::{At, Catalog, Reader, Receipt};
 use paimon::catalog::Identifier;
 use paimon_datafusion::PaimonTableProvider;
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 pub use error::{Busy, Shape, SqlError};
 pub use limits::Limits;
 pub use pool::Queries;
 
+/// One row of an answer: `column: value`, a null cell left out.
+pub type Row = Map<String, Value>;
+
 /// A query's answer.
 #[derive(Debug, Clone, Serialize)]
 pub struct Answer {
     pub columns: Vec<String>,
-    pub rows: Vec<Value>,
+    pub rows: Vec<Row>,
     /// More rows matched than the limit let through.
     pub truncated: bool,
     /// One receipt per table the plan scans.
@@ -250,7 +253,7 @@ pub async fn query(reader: &Reader<'_>, sql: &str, limits: Limits) -> Result<Ans
 /// query (plans, expressions) is dropped on the caller's thread.
 struct Ran {
     columns: Vec<String>,
-    rows: Vec<Value>,
+    rows: Vec<Row>,
     truncated: bool,
     scanned: Vec<String>,
 }
@@ -418,7 +421,7 @@ async fn plan_and_run(
                 break 'batches;
             }
             bytes += line.len() + 1;
-            out.push(serde_json::from_slice(line).map_err(|e| SqlError::Exec(e.to_string()))?);
+            out.push(serde_json::from_slice::<Row>(line).map_err(|e| SqlError::Exec(e.to_string()))?);
         }
     }
     Ok(Ran { columns, rows: out, truncated, scanned })

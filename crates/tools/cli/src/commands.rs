@@ -134,10 +134,10 @@ async fn sql(dir: &Path, query: &str, limit: usize, json: bool) -> anyhow::Resul
             answer
                 .columns
                 .iter()
-                .map(|c| match &r[c.as_str()] {
-                    serde_json::Value::String(s) => s.clone(),
-                    serde_json::Value::Null => "null".into(),
-                    v => v.to_string(),
+                .map(|c| match r.get(c) {
+                    Some(serde_json::Value::String(s)) => s.clone(),
+                    None | Some(serde_json::Value::Null) => "null".into(),
+                    Some(v) => v.to_string(),
                 })
                 .collect()
         })

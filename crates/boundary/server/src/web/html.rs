@@ -88,19 +88,26 @@ pub(crate) fn age(created_at: &str) -> String {
 /// A drafted action as a person reads it in a list: `item bolt, qty 65, supplier acme`
 /// (each field and its value, text unquoted; a nested value as compact JSON). The raw JSON
 /// is on the proposal's page, on request.
-pub(crate) fn action_words(action: &Value) -> String {
+pub(crate) fn action_words(action: &serde_json::Map<String, Value>) -> String {
     let plain = |v: &Value| match v {
         Value::String(t) => t.clone(),
         Value::Null => "none".to_string(),
         other => other.to_string(),
     };
-    match action {
-        Value::Object(fields) => fields
-            .iter()
-            .map(|(k, v)| format!("{} {}", k.replace('_', " "), plain(v)))
-            .collect::<Vec<_>>()
-            .join(", "),
-        other => plain(other),
+    action.iter().map(|(k, v)| format!("{} {}", k.replace('_', " "), plain(v))).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::action_words;
+
+    #[test]
+    fn an_action_reads_as_its_fields_with_text_unquoted_and_nested_values_as_json() {
+        let action = json!({"item": "bolt", "lines": [1, 2], "qty": 65, "supplier_id": null});
+        let serde_json::Value::Object(action) = action else { unreachable!() };
+        assert_eq!(action_words(&action), "item bolt, lines [1,2], qty 65, supplier id none");
     }
 }
 

@@ -20,9 +20,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::auth::{Permission, Principal, Role};
-use crate::proposals::{audit_of, decide_as, document, find, NewDecision};
+use crate::proposals::{audit_of, decide_as, NewDecision};
 use crate::{Caller, Shared};
 
+pub(crate) mod decisions;
 mod html;
 mod lag;
 mod session;
@@ -143,7 +144,7 @@ fn inbox_rows(s: &Shared) -> String {
     }
     let mut out = String::new();
     for p in pending {
-        let action = document(s, &p).map(|d| action_words(&Value::Object(d.action))).unwrap_or_default();
+        let action = s.proposal_document(&p).map(|d| action_words(&d.action)).unwrap_or_default();
         out.push_str(&format!(
             r#"<tr data-proposal="{id}"><td><a href="/proposals/{id}">{summary}</a></td><td>{kind}</td><td>{agent}</td><td class="action-words">{action}</td><td><span class="risk risk-{risk}">{risk}</span></td><td><time datetime="{created}">{age}</time></td></tr>"#,
             id = esc(&p.id),
@@ -249,7 +250,7 @@ pub(crate) async fn proposal(
         Ok(p) => p,
         Err(r) => return r.into_response(),
     };
-    let (p, audit) = match (find(&s, &id), audit_of(&s, &id).await) {
+    let (p, audit) = match (s.proposal(&id), audit_of(&s, &id).await) {
         (Ok(p), Ok(a)) => (p, a),
         (Err(e), _) | (_, Err(e)) => {
             return (
@@ -285,7 +286,7 @@ pub(crate) async fn proposal(
     }
     // A declared kind's sheet comes first; any other kind has none.
     let sheet = match crate::sheet::sheet_of(&s, &id).await {
-        Ok(sh) => Some(crate::web_decisions::sheet_html(&sh)),
+        Ok(sh) => Some(decisions::sheet_html(&sh)),
         Err(e) if e.code == livestate_api::ErrorCode::NotFound => None,
         Err(e) => Some((
             esc(&p.summary),

@@ -8,7 +8,8 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use crate::web::{esc, page, person, text};
+use super::html::{esc, page, text};
+use super::session::person;
 use crate::Shared;
 
 /// The sheet as HTML: (the action in words, the sheet's section). The person sees the numbers
