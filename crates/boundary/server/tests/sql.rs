@@ -57,10 +57,10 @@ async fn a_join_with_an_aggregate_answers_with_a_receipt_per_table_read() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sql_time_travels_by_snapshot_and_by_tag_and_names_a_missing_snapshot() {
+async fn sql_reads_a_table_as_of_a_snapshot_id() {
     let (server, first_snapshot) = counted_twice().await;
-    let agent = server.client("agent:procurement");
-    let old = agent
+    let old = server
+        .client("agent:procurement")
         .sql(
             &format!("SELECT on_hand FROM stock VERSION AS OF {first_snapshot} WHERE location = 'north'"),
             None,
@@ -69,6 +69,12 @@ async fn sql_time_travels_by_snapshot_and_by_tag_and_names_a_missing_snapshot() 
         .unwrap();
     assert_eq!(json!(old.rows), json!([{"on_hand": 50}]));
     assert_eq!(old.receipts[0].snapshot_id, Some(first_snapshot));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_reads_a_table_as_of_the_tag_a_proposal_pinned() {
+    let (server, first_snapshot) = counted_twice().await;
+    let agent = server.client("agent:procurement");
     let created = agent
         .propose(&json!({
             "kind": "replenishment_order", "module": "procurement", "summary": "s", "action": {},
@@ -83,7 +89,16 @@ async fn sql_time_travels_by_snapshot_and_by_tag_and_names_a_missing_snapshot() 
         .await
         .unwrap();
     assert_eq!(json!(tagged.rows), json!([{"total": 120}]));
-    let e = agent.sql("SELECT * FROM stock VERSION AS OF 9999", None).await.unwrap_err();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_as_of_a_snapshot_that_does_not_exist_is_refused_naming_it() {
+    let (server, _) = counted_twice().await;
+    let e = server
+        .client("agent:procurement")
+        .sql("SELECT * FROM stock VERSION AS OF 9999", None)
+        .await
+        .unwrap_err();
     assert!(e.to_string().contains("no snapshot 9999"), "{e}");
 }
 
@@ -261,12 +276,30 @@ async fn a_four_way_cross_join_is_stopped_at_its_time_limit_while_health_and_oth
     assert!(e.to_string().contains("longer than 3s"), "{e}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deep_wide_and_long_queries_are_refused_before_planning_and_the_deepest_accepted_runs() {
+/// A server whose stock holds 50 bolts at north, and its procurement agent.
+async fn bolt_server() -> (common::TestServer, livestate_client::Client) {
     let server = start_sql(livestate_sql::Limits::default()).await;
     common::bolt_in_stock(&server, 50).await;
     let agent = server.client("agent:procurement");
-    let status = |e: &livestate_client::ClientError| e.status().map(|s| s.as_u16());
+    (server, agent)
+}
+
+/// The HTTP status of a refused request.
+fn status(e: &livestate_client::ClientError) -> Option<u16> {
+    e.status().map(|s| s.as_u16())
+}
+
+/// After a refusal the same principal's next query is answered.
+async fn still_answers(agent: &livestate_client::Client) {
+    assert_eq!(
+        json!(agent.sql("SELECT on_hand FROM stock", None).await.unwrap().rows),
+        json!([{"on_hand": 50}])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_nested_too_deep_is_400_naming_where_and_the_deepest_accepted_runs() {
+    let (_server, agent) = bolt_server().await;
     // A few kilobytes of 1+1+…: a stack overflow once, now a 400 naming line and column.
     let e = agent.sql(&format!("SELECT 1{}", "+1".repeat(3000)), None).await.unwrap_err();
     assert_eq!(status(&e), Some(400), "{e}");
@@ -280,21 +313,29 @@ async fn deep_wide_and_long_queries_are_refused_before_planning_and_the_deepest_
         .await
         .unwrap_err();
     assert_eq!(status(&e), Some(400), "{e}");
-    // Thousands of columns: refused at once (planning them took minutes).
+    still_answers(&agent).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_of_thousands_of_columns_is_400_before_planning() {
+    let (_server, agent) = bolt_server().await;
+    // Refused at once (planning them took minutes).
     let started = Instant::now();
     let e =
         agent.sql(&format!("SELECT on_hand{} FROM stock", ", on_hand".repeat(5000)), None).await.unwrap_err();
     assert_eq!(status(&e), Some(400), "{e}");
     assert!(e.to_string().contains("items in one list reaches 1025"), "{e}");
     assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
-    // Text over the size limit: 413.
+    still_answers(&agent).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_text_over_64_kib_is_413() {
+    let (_server, agent) = bolt_server().await;
     let e = agent.sql(&format!("SELECT '{}' AS s", "x".repeat(70_000)), None).await.unwrap_err();
     assert_eq!(status(&e), Some(413), "{e}");
     assert!(e.to_string().contains("over the limit of 64 KiB"), "{e}");
-    assert_eq!(
-        json!(agent.sql("SELECT on_hand FROM stock", None).await.unwrap().rows),
-        json!([{"on_hand": 50}])
-    );
+    still_answers(&agent).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -69,9 +69,9 @@ async fn delete_through_a_mapping_removes_the_row() {
     assert_eq!(left[0]["line_value"], "7.50", "qty * unit_price into decimal(14,2)");
 }
 
-#[tokio::test]
-async fn aggregation_sums_and_first_row_keeps_the_first_event() {
-    let (_d, ls) = fresh().await;
+/// Orders of gear placed at east (5) and north (7), in one commit; then, in a second, a count
+/// at south, the east order shipped and an order of 2 placed at south (event 5).
+async fn gear_ordered_shipped_and_ordered_again(ls: &livestate_engine::Livestate) {
     let placed = |n: u32, order: &str, qty: i64, loc: &str| {
         line(
             n,
@@ -80,7 +80,7 @@ async fn aggregation_sums_and_first_row_keeps_the_first_event() {
         )
     };
     ls.emit(&[placed(1, "a", 5, "east"), placed(2, "b", 7, "north")].join("\n"), false).unwrap();
-    derive(&ls).await;
+    derive(ls).await;
     ls.emit(
         &line(3, "inventory.stock_counted", json!({"item": "gear", "location": "south", "on_hand": 1})),
         false,
@@ -96,7 +96,13 @@ async fn aggregation_sums_and_first_row_keeps_the_first_event() {
     )
     .unwrap();
     ls.emit(&placed(5, "c", 2, "south"), false).unwrap();
-    derive(&ls).await;
+    derive(ls).await;
+}
+
+#[tokio::test]
+async fn aggregation_sums_across_commits_and_keeps_the_latest_order_time() {
+    let (_d, ls) = fresh().await;
+    gear_ordered_shipped_and_ordered_again(&ls).await;
     let total = rows(&ls, "reservations_total", &[("item", "gear")]).await;
     assert_eq!(
         total,
@@ -104,6 +110,12 @@ async fn aggregation_sums_and_first_row_keeps_the_first_event() {
             json!({"item": "gear", "reserved_qty": 9, "open_lines": 2, "last_order_at": "2026-03-02T08:00:05.000"})
         ]
     );
+}
+
+#[tokio::test]
+async fn first_row_keeps_the_first_event_of_a_key() {
+    let (_d, ls) = fresh().await;
+    gear_ordered_shipped_and_ordered_again(&ls).await;
     let first = rows(&ls, "item_first_seen", &[]).await;
     assert_eq!(
         first,
@@ -135,12 +147,11 @@ async fn deriving_again_after_reopen_applies_nothing_twice() {
     assert_eq!(archive.len(), 20);
 }
 
-#[tokio::test]
-async fn filter_by_key_and_time_travel_to_an_earlier_snapshot() {
-    let (_d, ls) = fresh().await;
+/// Job j1 released (snapshot 1 of `work_queue`), then blocked, and j2 released.
+async fn j1_released_then_blocked(ls: &livestate_engine::Livestate) {
     ls.emit(&line(1, "operations.job_status_changed", json!({"job_id": "j1", "status": "released"})), false)
         .unwrap();
-    derive(&ls).await;
+    derive(ls).await;
     ls.emit(
         &line(
             2,
@@ -152,10 +163,22 @@ async fn filter_by_key_and_time_travel_to_an_earlier_snapshot() {
     .unwrap();
     ls.emit(&line(3, "operations.job_status_changed", json!({"job_id": "j2", "status": "released"})), false)
         .unwrap();
-    derive(&ls).await;
+    derive(ls).await;
+}
+
+#[tokio::test]
+async fn a_read_filtered_by_key_gets_that_keys_latest_row() {
+    let (_d, ls) = fresh().await;
+    j1_released_then_blocked(&ls).await;
     let now = rows(&ls, "work_queue", &[("job_id", "j1")]).await;
     assert_eq!(now.len(), 1);
     assert_eq!(now[0]["status"], "blocked");
+}
+
+#[tokio::test]
+async fn a_read_at_an_earlier_snapshot_gets_the_rows_as_they_were_then() {
+    let (_d, ls) = fresh().await;
+    j1_released_then_blocked(&ls).await;
     let req = livestate_engine::ReadRequest {
         table: "work_queue".into(),
         keys: vec![],

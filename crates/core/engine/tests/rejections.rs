@@ -177,7 +177,7 @@ async fn init_with_a_bad_spec_writes_nothing() {
 }
 
 #[test]
-fn lookups_and_triggers_that_cannot_work_are_reported_by_name() {
+fn a_lookup_that_cannot_work_is_reported_by_table_key_and_column() {
     let m = |lookup: &str, set: &str| {
         format!("[[mappings]]\nevent = \"inventory.counted\"\ntable = \"stock\"\nlookup = {lookup}\nset = {set}\n")
     };
@@ -190,7 +190,10 @@ fn lookups_and_triggers_that_cannot_work_are_reported_by_name() {
         &m("{ stock = { item = \"item\" } }", "{ item = \"item\", on_hand = \"stock.on_hnad\" }"),
     );
     assert!(e.contains("stock.on_hnad"), "{e}");
+}
 
+#[test]
+fn a_trigger_that_cannot_work_is_reported_by_its_condition_or_table() {
     let trig = |when: &str| {
         GOOD_TABLE.to_string() + &format!("[triggers.low]\ntable = \"stock\"\nwhen = \"{when}\"\n")
     };
@@ -201,6 +204,10 @@ fn lookups_and_triggers_that_cannot_work_are_reported_by_name() {
         "",
     );
     assert!(e.contains("triggers.low.table: unknown table `stok`"), "{e}");
+}
+
+#[test]
+fn a_sequence_field_option_is_refused_naming_it() {
     let e = spec_error(&(GOOD_TABLE.to_string() + "options = { \"sequence.field\" = \"on_hand\" }\n"), "");
     assert!(e.contains("sequence.field"), "{e}");
 }

@@ -57,8 +57,8 @@ async fn a_trigger_fires_once_per_crossing_and_rearms_only_past_its_hysteresis()
 }
 
 #[tokio::test]
-async fn uncommitted_changes_never_fire_and_consumers_resume_after_their_cursor() {
-    let (d, ls) = fresh().await;
+async fn an_applied_change_fires_only_once_its_table_commits() {
+    let (_d, ls) = fresh().await;
     ls.emit(&[planning(1), count(2, 5)].join("\n"), false).unwrap();
     let mut derivers = ls.derivers().await.unwrap();
     // Applied, but the 5-minute stock table is not due to commit: nothing may fire.
@@ -66,7 +66,13 @@ async fn uncommitted_changes_never_fire_and_consumers_resume_after_their_cursor(
     assert!(ls.index().pending(TRIGGER, "buyer", 10).unwrap().is_empty());
     derivers.commit_all().await.unwrap();
     derivers.finish().await;
-    drop(derivers);
+    assert_eq!(ls.index().pending(TRIGGER, "buyer", 10).unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn each_consumer_resumes_after_its_own_cursor_across_a_restart() {
+    let (d, ls) = fresh().await;
+    derive_each(&ls, &[planning(1), count(2, 5)]).await;
     let first = ls.index().pending(TRIGGER, "buyer", 10).unwrap();
     assert_eq!(first.len(), 1);
     ls.index().ack(TRIGGER, "buyer", first[0].seq).unwrap();

@@ -202,12 +202,11 @@ async fn compaction_commits_a_compact_snapshot_that_swaps_files() {
     assert_eq!(h.maintainer.compact(CompactMode::Full, |_, _| {}).await.unwrap().snapshot_id, None);
 }
 
-#[tokio::test]
-async fn health_and_expiry_see_every_one_of_many_tags_read_a_few_at_a_time() {
-    let mut h = harness(&OPTIONS).await;
+/// Twice as many tags as are read at once, on 5 snapshots, every third one short-lived (1 ms):
+/// each tag's name, snapshot and whether it is short-lived, in creation order.
+async fn many_tags(h: &mut common::Harness) -> Vec<(String, i64, bool)> {
     let tm = h.table.tag_manager();
-    // Twice as many tags as are read at once, on 5 snapshots, every third one short-lived.
-    let mut expected = Vec::new();
+    let mut made = Vec::new();
     for i in 0..(2 * livestate_lsm::TAGS_READ_AT_ONCE + 3) {
         if i % 4 == 0 {
             h.commit(&[(RowKind::Insert, (i as i64, Some(1), None))]).await;
@@ -216,18 +215,30 @@ async fn health_and_expiry_see_every_one_of_many_tags_read_a_few_at_a_time() {
         let name = format!("pin-{i:03}");
         let retention = if i % 3 == 0 { "1 ms" } else { "1 d" };
         tm.create_with_retention(&name, &s, Some(retention)).await.unwrap();
-        expected.push((name, s.id(), i % 3 == 0));
+        made.push((name, s.id(), i % 3 == 0));
     }
+    made
+}
+
+#[tokio::test]
+async fn health_lists_every_one_of_many_tags_read_a_few_at_a_time() {
+    let mut h = harness(&OPTIONS).await;
+    let expected = many_tags(&mut h).await;
     let health = h.maintainer.health().await.unwrap();
     let listed: Vec<(String, i64)> = health.tags.iter().map(|t| (t.name.clone(), t.snapshot_id)).collect();
     assert_eq!(listed, expected.iter().map(|(n, s, _)| (n.clone(), *s)).collect::<Vec<_>>());
+}
 
+#[tokio::test]
+async fn expiry_removes_every_expired_one_of_many_tags_read_a_few_at_a_time() {
+    let mut h = harness(&OPTIONS).await;
+    let expected = many_tags(&mut h).await;
     tokio::time::sleep(Duration::from_millis(20)).await;
     let report = h.maintainer.expire(now(), |_, _| {}).await.unwrap();
     let short: Vec<String> =
         expected.iter().filter(|(_, _, short)| *short).map(|(n, _, _)| n.clone()).collect();
     assert_eq!(report.tags, short);
-    let left = tm.list_all_names().await.unwrap();
+    let left = h.table.tag_manager().list_all_names().await.unwrap();
     assert_eq!(
         left,
         expected.iter().filter(|(_, _, short)| !short).map(|(n, _, _)| n.clone()).collect::<Vec<_>>()

@@ -225,29 +225,53 @@ mod tests {
         assert_eq!(&c[2..5], &[Value::Int(40), Value::Int(5), Value::Int(12)]);
     }
 
+    /// A row of `t` for item bolt with the columns `set` filled, the rest null.
+    fn row_of(t: &TableSpec, set: &[(&str, Value)]) -> Vec<Value> {
+        let mut r = vec![Value::Null; t.columns.len()];
+        r[t.columns.get_index_of("item").unwrap()] = s("bolt");
+        for (name, v) in set {
+            r[t.columns.get_index_of(*name).unwrap()] = v.clone();
+        }
+        r
+    }
+
     #[test]
-    fn aggregation_sums_and_keeps_the_max() {
+    fn aggregation_sums_a_sum_column() {
         let t = table("reservations_total");
         let m = Merger::new(&t).unwrap();
-        let cols: Vec<&String> = t.columns.keys().collect();
-        let at = |name: &str| cols.iter().position(|c| *c == name).unwrap();
-        let mut r1 = vec![Value::Null; cols.len()];
-        r1[at("item")] = s("bolt");
-        r1[at("reserved_qty")] = Value::Int(5);
-        r1[at("open_lines")] = Value::Int(1);
-        let mut r2 = r1.clone();
-        r2[at("reserved_qty")] = Value::Int(-2);
-        r2[at("open_lines")] = Value::Int(-1);
+        let r1 = row_of(&t, &[("reserved_qty", Value::Int(5)), ("open_lines", Value::Int(1))]);
+        let r2 = row_of(&t, &[("reserved_qty", Value::Int(-2)), ("open_lines", Value::Int(-1))]);
         let out = m.apply(m.apply(None, Action::Upsert, &r1), Action::Upsert, &r2).unwrap();
+        let at = |name: &str| t.columns.get_index_of(name).unwrap();
         assert_eq!((&out[at("reserved_qty")], &out[at("open_lines")]), (&Value::Int(3), &Value::Int(0)));
     }
 
     #[test]
-    fn first_row_keeps_the_first_and_deduplicate_the_last() {
+    fn aggregation_keeps_the_max_of_a_max_column_whatever_the_order() {
+        let t = table("reservations_total");
+        let m = Merger::new(&t).unwrap();
+        let last = t.columns.get_index_of("last_order_at").unwrap();
+        let ts = |text: &str| Value::Timestamp(text.parse().unwrap());
+        let later = row_of(&t, &[("last_order_at", ts("2026-03-02T09:00:00Z"))]);
+        let earlier = row_of(&t, &[("last_order_at", ts("2026-03-02T08:00:00Z"))]);
+        let out = m.apply(m.apply(None, Action::Upsert, &later), Action::Upsert, &earlier).unwrap();
+        assert_eq!(out[last], ts("2026-03-02T09:00:00Z"));
+        // A null leaves the max as it is.
+        let out = m.apply(Some(out), Action::Upsert, &row_of(&t, &[])).unwrap();
+        assert_eq!(out[last], ts("2026-03-02T09:00:00Z"));
+    }
+
+    #[test]
+    fn first_row_keeps_the_first_row_of_a_key() {
         let first = Merger::new(&table("item_first_seen")).unwrap();
-        let dedup = Merger::new(&table("work_queue")).unwrap();
         let r = |v: &str| vec![s("k"), s(v), Value::Null, Value::Null, Value::Null, Value::Null];
         assert_eq!(first.apply(Some(r("a")), Action::Upsert, &r("b")), Some(r("a")));
+    }
+
+    #[test]
+    fn deduplicate_keeps_the_last_row_of_a_key_and_a_delete_removes_it() {
+        let dedup = Merger::new(&table("work_queue")).unwrap();
+        let r = |v: &str| vec![s("k"), s(v), Value::Null, Value::Null, Value::Null, Value::Null];
         assert_eq!(dedup.apply(Some(r("a")), Action::Upsert, &r("b")), Some(r("b")));
         assert_eq!(dedup.apply(Some(r("a")), Action::Delete, &r("b")), None);
     }

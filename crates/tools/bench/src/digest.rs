@@ -86,11 +86,19 @@ mod tests {
     }
 
     #[test]
-    fn decimals_lose_trailing_zeros_and_timestamps_are_milliseconds() {
+    fn a_decimal_cell_loses_its_trailing_zeros() {
         let d = rust_decimal::Decimal::new(1250, 2);
         assert_eq!(cell(&Value::Decimal(d)).as_deref(), Some("12.5"));
+    }
+
+    #[test]
+    fn a_timestamp_cell_is_milliseconds_since_the_epoch() {
         let t = livestate_spec::types::millis_to_timestamp(1_772_438_400_123);
         assert_eq!(cell(&Value::Timestamp(t)).as_deref(), Some("1772438400123"));
+    }
+
+    #[test]
+    fn a_null_cell_is_absent() {
         assert_eq!(cell(&Value::Null), None);
     }
 }

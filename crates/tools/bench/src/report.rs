@@ -438,12 +438,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn numbers_are_grouped_and_ratios_are_ours_over_the_peer() {
+    fn numbers_are_grouped_by_thousands_with_three_figures_below_a_hundred() {
         assert_eq!(num(Some(1_234_567.4)), "1,234,567");
         assert_eq!(num(Some(-1234.0)), "-1,234");
         assert_eq!(num(Some(12.34)), "12.3");
         assert_eq!(num(Some(0.5)), "0.500");
         assert_eq!(num(None), "");
+    }
+
+    #[test]
+    fn a_ratio_is_ours_over_the_peers_and_blank_when_the_peer_is_zero() {
         assert_eq!(ratio(Some(10.0), Some(4.0)), "2.50x");
         assert_eq!(ratio(Some(1.0), Some(0.0)), "");
     }

@@ -206,7 +206,7 @@ mod tests {
     }
 
     #[test]
-    fn arithmetic_and_precedence() {
+    fn multiplication_binds_tighter_than_addition_and_parentheses_override_it() {
         let e = Expr::parse("on_hand - reserved * 2 + 1").unwrap();
         assert_eq!(e.eval(&env).unwrap(), Value::Int(3));
         let e = Expr::parse("(on_hand - reserved) * price").unwrap();
@@ -214,15 +214,19 @@ mod tests {
     }
 
     #[test]
-    fn null_propagates_and_coalesce_recovers() {
+    fn null_propagates_through_arithmetic_and_a_comparison_with_null_does_not_hold() {
         assert_eq!(Expr::parse("on_hand + inbound").unwrap().eval(&env).unwrap(), Value::Null);
-        let e = Expr::parse("on_hand - reserved + coalesce(inbound, 0) < 7").unwrap();
-        assert!(e.holds(&env).unwrap());
         assert!(!Expr::parse("inbound > 0").unwrap().holds(&env).unwrap());
     }
 
     #[test]
-    fn strings_and_logic() {
+    fn coalesce_replaces_a_null() {
+        let e = Expr::parse("on_hand - reserved + coalesce(inbound, 0) < 7").unwrap();
+        assert!(e.holds(&env).unwrap());
+    }
+
+    #[test]
+    fn a_string_comparison_combines_with_not_and_and() {
         let e = Expr::parse("status == 'blocked' and not (on_hand < 5)").unwrap();
         assert!(e.holds(&env).unwrap());
     }
