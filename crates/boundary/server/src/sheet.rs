@@ -19,9 +19,9 @@ use serde_json::{Map, Value};
 
 use crate::auth::Permission;
 use crate::error::ApiError;
-use livestate_api::proposal::{NewProposal, Source};
 use crate::reads::{key_text, read_rows};
 use crate::{Caller, Shared};
+use livestate_api::proposal::{NewProposal, Source};
 
 pub use livestate_api::sheet::{
     InputDoc, Instant, KindDoc, KindList, Sheet, SheetInput, SheetStep, StepDoc, Verdict,

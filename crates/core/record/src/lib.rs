@@ -29,8 +29,8 @@ mod record;
 mod store_check;
 
 pub use check::{check_record, RecordCheck};
-pub use store_check::{check_files, FilesCheck};
 pub use entry::{NewEvent, RecordedEvent, ENTRY_VERSION};
 pub use error::{FileProblem, RecordError};
 pub use memory::StoreMemory;
 pub use record::{Appended, Record, RecordStats};
+pub use store_check::{check_files, FilesCheck};

@@ -7,10 +7,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use fjall::config::{PartitioningPolicy, PinningPolicy};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
-use crate::store_check::{read_error, store_error};
 use crate::entry::{NewEvent, RecordedEvent};
 use crate::error::{describe, is_out_of_space, RecordError};
 use crate::memory::StoreMemory;
+use crate::store_check::{read_error, store_error};
 
 /// The outcome of appending one event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
