@@ -49,11 +49,11 @@ pub use derive::{Barrier, Committed, DeriveReport, Derivers, Progress, CATCH_UP_
 pub use error::{EngineError, LineError};
 pub use follow::{BarrierRequest, Follow};
 pub use layout::{Layout, WriteLock};
-pub use status::{Status, TableProgress};
 pub use livestate_record::RecordError;
-pub use read::{At, LagSource, ReadRequest, Reader, Receipt, Rows, SharedRead, TableInfo};
+pub use read::{At, Batches, LagSource, ReadRequest, Reader, Receipt, Rows, SharedRead, TableInfo};
 pub use rederive::{RederiveReport, RederivedTable};
 pub use schema::TableId;
+pub use status::{Status, TableProgress};
 pub use warehouse::{S3Location, Warehouse};
 
 use crate::error::{io_err, paimon_err};

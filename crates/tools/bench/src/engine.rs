@@ -71,6 +71,10 @@ pub struct Reads {
     /// the lookup index.
     #[serde(default)]
     pub index_scan_seconds: f64,
+    /// Median of three full reads of the Paimon files as Arrow batches (livestate's merge, column
+    /// by column; no row decoded).
+    #[serde(default)]
+    pub columnar_scan_seconds: f64,
     pub shape: Shape,
 }
 
@@ -393,9 +397,11 @@ pub async fn reads(ls: &Livestate, item_locations: usize, lookups: usize) -> Res
     let mut paimon_scan = timed_reads(&files, item_locations, (lookups / 200).max(5)).await?;
     let (scan_rows, scan_seconds) = full_scans(&files, 3).await?;
     let (index_rows, index_scan_seconds) = full_scans(&indexed, 3).await?;
-    if index_rows != scan_rows {
-        let message =
-            format!("a full read gave {scan_rows} rows from Paimon and {index_rows} from the index");
+    let (columnar_rows, columnar_scan_seconds) = columnar_scans(&files, 3).await?;
+    if index_rows != scan_rows || columnar_rows != scan_rows {
+        let message = format!(
+            "a full read gave {scan_rows} rows from Paimon, {columnar_rows} as Arrow batches and {index_rows} from the index"
+        );
         return Err(BenchError::peer("livestate", message));
     }
     Ok(Reads {
@@ -405,6 +411,7 @@ pub async fn reads(ls: &Livestate, item_locations: usize, lookups: usize) -> Res
         scan_rows,
         scan_seconds,
         index_scan_seconds,
+        columnar_scan_seconds,
         shape: shape(ls).await?,
     })
 }
@@ -425,8 +432,23 @@ async fn full_scans(reader: &Reader<'_>, times: usize) -> Result<(u64, f64)> {
     Ok((scan_rows, scans[scans.len() / 2]))
 }
 
-/// The full scans alone, `times` of each (from the files, then through the lookup index), on an
-/// ingested directory: for A/B runs and profiles of that step.
+/// Rows and median seconds of `times` full reads of the stock table's files as Arrow batches.
+async fn columnar_scans(reader: &Reader<'_>, times: usize) -> Result<(u64, f64)> {
+    let mut scans = Vec::new();
+    let mut scan_rows = 0;
+    for _ in 0..times.max(1) {
+        let t = Instant::now();
+        let batches = reader.scan_batches(FRESH_TABLE, &At::Latest).await?;
+        scans.push(t.elapsed().as_secs_f64());
+        scan_rows = batches.num_rows() as u64;
+    }
+    scans.sort_by(f64::total_cmp);
+    Ok((scan_rows, scans[scans.len() / 2]))
+}
+
+/// The full scans alone, `times` of each (from the files, then through the lookup index, then
+/// from the files as Arrow batches), on an ingested directory: for A/B runs and profiles of that
+/// step.
 ///
 /// # Errors
 /// Engine errors.
@@ -434,7 +456,10 @@ pub async fn scans_of(dir: &Path, times: usize) -> Result<serde_json::Value> {
     let ls = Livestate::open(dir).await?;
     let (rows, files_seconds) = full_scans(&ls.reader().without_index(), times).await?;
     let (_, index_seconds) = full_scans(&ls.reader(), times).await?;
+    let (_, columnar_seconds) = columnar_scans(&ls.reader(), times).await?;
     Ok(serde_json::json!({
+        "columnar_seconds": columnar_seconds,
+        "columnar_rows_per_s": rows as f64 / columnar_seconds,
         "rows": rows,
         "files_seconds": files_seconds,
         "files_rows_per_s": rows as f64 / files_seconds,

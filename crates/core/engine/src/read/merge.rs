@@ -64,19 +64,43 @@ impl MergedBucket {
     }
 }
 
-/// One bucket merged, or `None` when this bucket must be read by Paimon's reader (see the
-/// module documentation).
+/// A bucket's stored rows, ordered for merging.
+struct Ordered {
+    /// Every stored row of the bucket: `_SEQUENCE_NUMBER`, `_VALUE_KIND`, then the table's
+    /// columns.
+    raw: arrow_array::RecordBatch,
+    /// Each stored row's kind.
+    kinds: Vec<RowKind>,
+    /// Each stored row's key, byte-comparable.
+    keys: arrow_row::Rows,
+    /// The stored rows in (key, sequence number) order.
+    order: Vec<u32>,
+    /// Each key's rows, in sequence order: a range of `order`.
+    groups: Vec<std::ops::Range<usize>>,
+}
+
+impl Ordered {
+    /// The table's columns of every stored row.
+    fn user(&self, full: &str) -> Result<arrow_array::RecordBatch, EngineError> {
+        self.raw
+            .project(&(2..self.raw.num_columns()).collect::<Vec<_>>())
+            .map_err(|e| EngineError::Arrow { table: full.to_string(), message: e.to_string() })
+    }
+}
+
+/// A bucket's stored rows read and ordered, or `None` when this bucket must be read by Paimon's
+/// reader (see the module documentation).
 ///
 /// # Errors
 /// A data file that cannot be read or decoded.
-pub(crate) async fn merge_split(
+async fn ordered(
     table: &Table,
     ts: &TableSpec,
     merger: &Merger,
     split: &DataSplit,
     filters: &[(usize, Value)],
     full: &str,
-) -> Result<Option<MergedBucket>, EngineError> {
+) -> Result<Option<Ordered>, EngineError> {
     let schema_id = table.schema().id();
     let files = split.data_files();
     if files.iter().any(|f| f.schema_id != schema_id || f.write_cols.is_some())
@@ -142,7 +166,6 @@ pub(crate) async fn merge_split(
         let (a, b) = (a as usize, b as usize);
         keys.row(a).cmp(&keys.row(b)).then(seqs[a].cmp(&seqs[b]))
     });
-    // Each key's rows, in sequence order: a range of `order`.
     let mut groups: Vec<std::ops::Range<usize>> = Vec::new();
     let mut start = 0;
     for i in 1..=order.len() {
@@ -151,41 +174,124 @@ pub(crate) async fn merge_split(
             start = i;
         }
     }
-    // Deduplicate needs each key's latest row only; the other engines fold every row.
-    let needed: Vec<u32> = if merger.replaces_rows() {
-        groups.iter().map(|g| order[g.end - 1]).collect()
-    } else {
-        order.clone()
-    };
-    let user = raw.project(&(2..raw.num_columns()).collect::<Vec<_>>()).map_err(|e| bad(e.to_string()))?;
-    let taken = arrow_select::take::take_record_batch(&user, &UInt32Array::from(needed.clone()))
+    Ok(Some(Ordered { raw, kinds, keys, order, groups }))
+}
+
+/// One bucket merged into rows, or `None` when this bucket must be read by Paimon's reader (see
+/// the module documentation). Deduplicate, first-row and partial-update buckets are merged
+/// column by column ([`merge_columns`]) and only the merged rows decoded; aggregation buckets
+/// decode every stored row and fold each key's rows with the table's [`Merger`].
+///
+/// # Errors
+/// A data file that cannot be read or decoded.
+pub(crate) async fn merge_split(
+    table: &Table,
+    ts: &TableSpec,
+    merger: &Merger,
+    split: &DataSplit,
+    filters: &[(usize, Value)],
+    full: &str,
+) -> Result<Option<MergedBucket>, EngineError> {
+    let Some(o) = ordered(table, ts, merger, split, filters, full).await? else { return Ok(None) };
+    let bad = |message: String| EngineError::Arrow { table: full.to_string(), message };
+    let user = o.user(full)?;
+    if let Some((batch, key_of)) = merge_columns(&o, ts, &user, full)? {
+        let rows = crate::rows::from_batch(&batch).map_err(bad)?;
+        return Ok(Some(MergedBucket { rows, keys: o.keys, key_of }));
+    }
+    let Ordered { kinds, keys, order, groups, .. } = o;
+    let taken = arrow_select::take::take_record_batch(&user, &UInt32Array::from(order.clone()))
         .map_err(|e| bad(e.to_string()))?;
     let mut decoded = crate::rows::from_batch(&taken).map_err(bad)?.into_iter();
     let mut out = Vec::with_capacity(groups.len());
     let mut key_of = Vec::with_capacity(groups.len());
-    if merger.replaces_rows() {
-        for (&i, row) in needed.iter().zip(decoded) {
-            if kinds[i as usize].is_add() {
-                out.push(row);
-                key_of.push(i);
-            }
+    for g in groups {
+        let key = order[g.start];
+        let mut current = None;
+        for &i in &order[g] {
+            let row = decoded.next().expect("one decoded row per row folded");
+            let action = if kinds[i as usize].is_add() { Action::Upsert } else { Action::Delete };
+            current = merger.apply(current, action, &row);
         }
-    } else {
-        for g in groups {
-            let key = order[g.start];
-            let mut current = None;
-            for &i in &order[g] {
-                let row = decoded.next().expect("one decoded row per row folded");
-                let action = if kinds[i as usize].is_add() { Action::Upsert } else { Action::Delete };
-                current = merger.apply(current, action, &row);
-            }
-            if let Some(row) = current {
-                out.push(row);
-                key_of.push(key);
-            }
+        if let Some(row) = current {
+            out.push(row);
+            key_of.push(key);
         }
     }
     Ok(Some(MergedBucket { rows: out, keys, key_of }))
+}
+
+/// The merged rows of a deduplicate, first-row or partial-update bucket as one batch of the
+/// table's columns (`user`, every stored row), in key order, with the stored row whose key each
+/// merged row has; `None` for an aggregation table, which folds values. No value is decoded:
+/// each output cell is taken from the stored row the merge engine picks for it, the key's latest
+/// row (deduplicate, unless it removed the key), its first (first-row), or its latest row where
+/// that column is not null (partial-update). `ordered` sends a bucket holding a retraction to
+/// Paimon's reader for every engine but deduplicate, so first-row and partial-update see adds
+/// only.
+fn merge_columns(
+    o: &Ordered,
+    ts: &TableSpec,
+    user: &arrow_array::RecordBatch,
+    full: &str,
+) -> Result<Option<(arrow_array::RecordBatch, Vec<u32>)>, EngineError> {
+    let bad =
+        |e: arrow_schema::ArrowError| EngineError::Arrow { table: full.to_string(), message: e.to_string() };
+    let take_rows = |rows: Vec<u32>| {
+        let batch =
+            arrow_select::take::take_record_batch(user, &UInt32Array::from(rows.clone())).map_err(bad)?;
+        Ok(Some((batch, rows)))
+    };
+    match ts.merge_engine {
+        MergeEngine::Deduplicate => take_rows(
+            o.groups.iter().map(|g| o.order[g.end - 1]).filter(|&i| o.kinds[i as usize].is_add()).collect(),
+        ),
+        MergeEngine::FirstRow => take_rows(o.groups.iter().map(|g| o.order[g.start]).collect()),
+        MergeEngine::PartialUpdate => {
+            let mut columns = Vec::with_capacity(user.num_columns());
+            for col in user.columns() {
+                let picked: UInt32Array = o
+                    .groups
+                    .iter()
+                    .map(|g| o.order[g.clone()].iter().rev().copied().find(|&i| col.is_valid(i as usize)))
+                    .collect();
+                columns.push(arrow_select::take::take(col.as_ref(), &picked, None).map_err(bad)?);
+            }
+            let batch = arrow_array::RecordBatch::try_new(user.schema(), columns).map_err(bad)?;
+            Ok(Some((batch, o.groups.iter().map(|g| o.order[g.start]).collect())))
+        }
+        MergeEngine::Aggregation => Ok(None),
+    }
+}
+
+/// One bucket merged into one Arrow batch of the table's columns, in key order, or `None` when
+/// this bucket must be read by Paimon's reader (see the module documentation): column by column
+/// ([`merge_columns`]), or for an aggregation table folded row by row as [`merge_split`] does
+/// and encoded again.
+///
+/// # Errors
+/// A data file that cannot be read or decoded.
+pub(crate) async fn merge_split_batch(
+    table: &Table,
+    ts: &TableSpec,
+    merger: &Merger,
+    split: &DataSplit,
+    full: &str,
+) -> Result<Option<arrow_array::RecordBatch>, EngineError> {
+    if ts.merge_engine == MergeEngine::Aggregation {
+        let Some(bucket) = merge_split(table, ts, merger, split, &[], full).await? else {
+            return Ok(None);
+        };
+        let schema =
+            crate::rows::write_schema(table, false).map_err(crate::error::paimon_err(full, "schema"))?;
+        let rows: Vec<crate::rows::KindRow> = bucket.rows.into_iter().map(|r| (RowKind::Insert, r)).collect();
+        let batch = crate::rows::to_batch(&schema, &rows)
+            .map_err(|message| EngineError::Arrow { table: full.to_string(), message })?;
+        return Ok(Some(batch));
+    }
+    let Some(o) = ordered(table, ts, merger, split, &[], full).await? else { return Ok(None) };
+    let user = o.user(full)?;
+    Ok(merge_columns(&o, ts, &user, full)?.map(|(batch, _)| batch))
 }
 
 /// Which stored rows hold the key values `filters` name, or `None` when no filter is on a key
@@ -299,6 +405,56 @@ pub(crate) async fn merged_plan_rows(
     Ok((rows, false))
 }
 
+/// The batches of `plan`'s splits, each bucket merged by livestate where it can
+/// ([`merge_split_batch`], `merger` given) and by Paimon's reader where it cannot; each split on
+/// a task of its own, as many at once as the machine has cores. Buckets in the plan's order.
+pub(crate) async fn merged_plan_batches(
+    table: &Table,
+    ts: &TableSpec,
+    merger: Option<Merger>,
+    rb: &paimon::ReadBuilder<'_>,
+    plan: &paimon::Plan,
+    full: &str,
+) -> Result<Vec<arrow_array::RecordBatch>, EngineError> {
+    use futures::TryStreamExt;
+    let read = rb.new_read().map_err(crate::error::paimon_err(full, "read"))?;
+    let permits = Arc::new(tokio::sync::Semaphore::new(crate::cores::cores()));
+    let (merger, table, ts) = (merger.map(Arc::new), Arc::new(table.clone()), Arc::new(ts.clone()));
+    let mut tasks = tokio::task::JoinSet::new();
+    let n = plan.splits().len();
+    for (i, split) in plan.splits().iter().enumerate() {
+        // The crate's stream for the split, in case this bucket falls back to it.
+        let fallback =
+            read.to_arrow(std::slice::from_ref(split)).map_err(crate::error::paimon_err(full, "read"))?;
+        let (split, merger, table, ts) = (split.clone(), merger.clone(), table.clone(), ts.clone());
+        let (full, permits) = (full.to_string(), permits.clone());
+        tasks.spawn(async move {
+            let _permit = permits.acquire().await.expect("the semaphore is never closed");
+            let own = match &merger {
+                Some(m) => merge_split_batch(&table, &ts, m, &split, &full).await,
+                None => Ok(None),
+            };
+            let part = match own {
+                Ok(Some(batch)) => Ok(vec![batch]),
+                Ok(None) => {
+                    fallback.try_collect::<Vec<_>>().await.map_err(crate::error::paimon_err(&full, "read"))
+                }
+                Err(e) => Err(e),
+            };
+            (i, part)
+        });
+    }
+    let mut parts: Vec<Vec<arrow_array::RecordBatch>> = vec![Vec::new(); n];
+    while let Some(done) = tasks.join_next().await {
+        let (i, part) = done.map_err(|e| EngineError::Arrow {
+            table: full.to_string(),
+            message: format!("read task failed: {e}"),
+        })?;
+        parts[i] = part?;
+    }
+    Ok(parts.into_iter().flatten().filter(|b| b.num_rows() > 0).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,6 +511,15 @@ mod tests {
                 files += split.data_files().len();
                 let rows = merge_split(&table, ts, &merger, split, &[], name).await.unwrap();
                 assert!(rows.is_some(), "{name} bucket {} fell back to the crate's reader", split.bucket());
+                let batch = merge_split_batch(&table, ts, &merger, split, name).await.unwrap();
+                let batch =
+                    batch.unwrap_or_else(|| panic!("{name} bucket {} fell back in columns", split.bucket()));
+                let rows = rows.unwrap().rows;
+                assert_eq!(
+                    crate::rows::from_batch(&batch).unwrap(),
+                    rows,
+                    "{name}: columns and rows merge alike"
+                );
             }
             assert!(files > plan.splits().len(), "{name}: some bucket holds several files ({files})");
         }

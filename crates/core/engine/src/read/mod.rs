@@ -15,9 +15,9 @@ use serde::Serialize;
 
 use crate::error::{paimon_err, EngineError};
 use crate::index::{key_bytes, Index, IndexMeta};
-use crate::status::Status;
 use crate::schema::latest_own_snapshot;
 use crate::schema::TableId;
+use crate::status::Status;
 use crate::verify::diagnose;
 use crate::Catalog;
 pub use livestate_api::read::{MeasuredBy, ServedBy};
@@ -253,25 +253,89 @@ async fn read_filtered(
                     return Ok(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt });
                 }
             }
-            let tt = table
-                .copy_with_time_travel_strict(HashMap::from([(key.to_string(), value)]))
-                .await
-                .map_err(paimon_err(&full, "time travel"))?;
-            (tt, past_receipt(&ts, &snap))
+            (traveled(&table, &full, key, value).await?, past_receipt(&ts, &snap))
         }
     };
     let rows = match scan(&table, &ts, &filters).await {
         Ok(rows) => rows,
-        Err(e) => {
-            let version = match &req.at {
-                At::Latest => None,
-                At::Snapshot(id) => Some(livestate_lsm::Version::Snapshot(*id)),
-                At::Tag(t) => Some(livestate_lsm::Version::Tag(t.clone())),
-            };
-            return Err(diagnose(&table, &full, version.as_ref(), e).await);
-        }
+        Err(e) => return Err(diagnose(&table, &full, version_of(&req.at).as_ref(), e).await),
     };
     Ok(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt })
+}
+
+/// `table` as of the past version the scan option `key` = `value` names.
+async fn traveled(table: &Table, full: &str, key: &str, value: String) -> Result<Table, EngineError> {
+    table
+        .copy_with_time_travel_strict(HashMap::from([(key.to_string(), value)]))
+        .await
+        .map_err(paimon_err(full, "time travel"))
+}
+
+/// The version a failed read of `at` is diagnosed at.
+fn version_of(at: &At) -> Option<livestate_lsm::Version> {
+    match at {
+        At::Latest => None,
+        At::Snapshot(id) => Some(livestate_lsm::Version::Snapshot(*id)),
+        At::Tag(t) => Some(livestate_lsm::Version::Tag(t.clone())),
+    }
+}
+
+/// A state table's rows as Arrow batches of its columns, with the receipt of the version read
+/// (see [`scan_batches`]).
+#[derive(Debug, Clone)]
+pub struct Batches {
+    /// The table's columns, in the spec's order: each batch holds them in this order.
+    pub columns: Vec<String>,
+    /// A batch or more per bucket, buckets in order; within a bucket livestate merged, rows in
+    /// key order (see [`scan_all_batches`]).
+    pub batches: Vec<arrow_array::RecordBatch>,
+    pub receipt: Receipt,
+}
+
+impl Batches {
+    /// Rows in all batches.
+    pub fn num_rows(&self) -> usize {
+        self.batches.iter().map(arrow_array::RecordBatch::num_rows).sum()
+    }
+}
+
+/// Every row of the state table `table` as of `at`, read from its files as Arrow batches, with
+/// a receipt: the columnar form of a full [`read`], for consumers that take Arrow (no value is
+/// decoded into a row; see [`scan_all_batches`]). It reads what a full read from the files
+/// reads, never the lookup index.
+///
+/// # Errors
+/// As [`read`].
+pub async fn scan_batches(
+    catalog: &Catalog,
+    spec: &CompanySpec,
+    table: &str,
+    at: &At,
+    lag: &LagSource<'_>,
+) -> Result<Batches, EngineError> {
+    let (handle, ts) = get_table(catalog, spec, table).await?;
+    let full = TableId::state(&ts.name).full_name();
+    let (handle, receipt) = match at {
+        At::Latest => {
+            let r = latest_receipt(&handle, &ts, lag).await?;
+            (handle, r)
+        }
+        At::Snapshot(id) => {
+            let snap = snapshot_at(&handle, &ts, at).await?;
+            let key = paimon::spec::SCAN_SNAPSHOT_ID_OPTION;
+            (traveled(&handle, &full, key, id.to_string()).await?, past_receipt(&ts, &snap))
+        }
+        At::Tag(t) => {
+            let snap = snapshot_at(&handle, &ts, at).await?;
+            let key = paimon::spec::SCAN_TAG_NAME_OPTION;
+            (traveled(&handle, &full, key, t.clone()).await?, past_receipt(&ts, &snap))
+        }
+    };
+    let batches = match scan_all_batches(&handle, &ts).await {
+        Ok(b) => b,
+        Err(e) => return Err(diagnose(&handle, &full, version_of(at).as_ref(), e).await),
+    };
+    Ok(Batches { columns: ts.columns.keys().cloned().collect(), batches, receipt })
 }
 
 /// The snapshot `at` names (`At::Latest` is not a past version).

@@ -52,6 +52,15 @@ impl<'a> Reader<'a> {
         read(self.catalog, self.spec, req, &self.lag, self.index).await
     }
 
+    /// Every row of `table` as of `at`, from its files, as Arrow batches with a receipt (see
+    /// [`scan_batches`]).
+    ///
+    /// # Errors
+    /// As [`scan_batches`].
+    pub async fn scan_batches(&self, table: &str, at: &At) -> Result<Batches, EngineError> {
+        scan_batches(self.catalog, self.spec, table, at, &self.lag).await
+    }
+
     /// As [`Reader::read`], keeping only the rows `condition` holds for (see [`read_where`]).
     ///
     /// # Errors

@@ -39,6 +39,22 @@ pub async fn scan_all(table: &Table, ts: &TableSpec) -> Result<Vec<Vec<Value>>, 
     scan(table, ts, &[]).await
 }
 
+/// Every row of `table` (as of the version the handle points at) as Arrow batches of its
+/// columns, merged by livestate's own merge where it reads the table exactly as Paimon does
+/// (column by column, see `merge.rs`), else by the `paimon` crate's reader: a batch or more per
+/// bucket, buckets in the plan's order, rows in key order within a bucket livestate merged.
+///
+/// # Errors
+/// Paimon or Arrow errors.
+pub async fn scan_all_batches(
+    table: &Table,
+    ts: &TableSpec,
+) -> Result<Vec<arrow_array::RecordBatch>, EngineError> {
+    let full = TableId::state(&ts.name).full_name();
+    let Some((rb, plan)) = planned(table, ts, &[], &full).await? else { return Ok(Vec::new()) };
+    merge::merged_plan_batches(table, ts, merge::own_merger(table, ts), &rb, &plan, &full).await
+}
+
 /// Every row of `table`, merged by the `paimon` crate's reader alone, never by livestate's own
 /// merge: what checks compare livestate's reads against.
 ///
