@@ -97,20 +97,6 @@ pub(crate) fn action_words(action: &serde_json::Map<String, Value>) -> String {
     action.iter().map(|(k, v)| format!("{} {}", k.replace('_', " "), plain(v))).collect::<Vec<_>>().join(", ")
 }
 
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::action_words;
-
-    #[test]
-    fn an_action_reads_as_its_fields_with_text_unquoted_and_nested_values_as_json() {
-        let action = json!({"item": "bolt", "lines": [1, 2], "qty": 65, "supplier_id": null});
-        let serde_json::Value::Object(action) = action else { unreachable!() };
-        assert_eq!(action_words(&action), "item bolt, lines [1,2], qty 65, supplier id none");
-    }
-}
-
 /// Rows as an HTML table, columns in the order `table` declares them.
 pub(crate) fn rows_table(s: &Shared, table: &str, rows: &[serde_json::Map<String, Value>]) -> String {
     let Some(first) = rows.first() else {
@@ -145,4 +131,18 @@ pub(crate) fn spend_text(s: &livestate_engine::spend::Spend) -> String {
         s.busy_ms as f64 / 1000.0,
         s.cpu_us as f64 / 1e6
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::action_words;
+
+    #[test]
+    fn an_action_reads_as_its_fields_with_text_unquoted_and_nested_values_as_json() {
+        let action = json!({"item": "bolt", "lines": [1, 2], "qty": 65, "supplier_id": null});
+        let serde_json::Value::Object(action) = action else { unreachable!() };
+        assert_eq!(action_words(&action), "item bolt, lines [1,2], qty 65, supplier id none");
+    }
 }
