@@ -249,11 +249,19 @@ fn merge_columns(
         MergeEngine::FirstRow => take_rows(o.groups.iter().map(|g| o.order[g.start]).collect()),
         MergeEngine::PartialUpdate => {
             let mut columns = Vec::with_capacity(user.num_columns());
+            // A column without nulls takes every key's latest row; one with nulls, per key the
+            // latest row whose bit in the null bitmap is set (read directly, not per cell
+            // through the array).
+            let latest: UInt32Array = o.groups.iter().map(|g| o.order[g.end - 1]).collect();
             for col in user.columns() {
+                let Some(nulls) = col.logical_nulls().filter(|n| n.null_count() > 0) else {
+                    columns.push(arrow_select::take::take(col.as_ref(), &latest, None).map_err(bad)?);
+                    continue;
+                };
                 let picked: UInt32Array = o
                     .groups
                     .iter()
-                    .map(|g| o.order[g.clone()].iter().rev().copied().find(|&i| col.is_valid(i as usize)))
+                    .map(|g| o.order[g.clone()].iter().rev().copied().find(|&i| nulls.is_valid(i as usize)))
                     .collect();
                 columns.push(arrow_select::take::take(col.as_ref(), &picked, None).map_err(bad)?);
             }
