@@ -391,15 +391,8 @@ pub(crate) async fn merged_plan_rows(
             (i, part)
         });
     }
-    let mut parts: Vec<Option<Result<MergedBucket, Vec<Vec<Value>>>>> = (0..n).map(|_| None).collect();
-    while let Some(done) = tasks.join_next().await {
-        let (i, part) = done.map_err(|e| EngineError::Arrow {
-            table: full.to_string(),
-            message: format!("read task failed: {e}"),
-        })?;
-        parts[i] = Some(part?);
-    }
-    let parts: Vec<_> = parts.into_iter().flatten().collect();
+    let parts: Vec<Result<MergedBucket, Vec<Vec<Value>>>> =
+        super::scan::in_split_order(tasks, n, full).await?;
     if parts.iter().all(Result::is_ok) {
         return Ok((in_key_order(parts.into_iter().flatten().collect()), true));
     }
@@ -452,14 +445,7 @@ pub(crate) async fn merged_plan_batches(
             (i, part)
         });
     }
-    let mut parts: Vec<Vec<arrow_array::RecordBatch>> = vec![Vec::new(); n];
-    while let Some(done) = tasks.join_next().await {
-        let (i, part) = done.map_err(|e| EngineError::Arrow {
-            table: full.to_string(),
-            message: format!("read task failed: {e}"),
-        })?;
-        parts[i] = part?;
-    }
+    let parts = super::scan::in_split_order(tasks, n, full).await?;
     Ok(parts.into_iter().flatten().filter(|b| b.num_rows() > 0).collect())
 }
 

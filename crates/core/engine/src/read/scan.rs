@@ -218,19 +218,30 @@ pub(crate) async fn plan_rows(
         let read = split_rows(stream, full.to_string(), permits.clone());
         tasks.spawn(async move { (i, read.await) });
     }
-    let mut parts: Vec<Vec<Vec<Value>>> = vec![Vec::new(); n];
-    while let Some(done) = tasks.join_next().await {
-        let (i, part) = done.map_err(|e| EngineError::Arrow {
-            table: full.to_string(),
-            message: format!("read task failed: {e}"),
-        })?;
-        parts[i] = part?;
-    }
+    let parts = in_split_order(tasks, n, full).await?;
     let mut rows = Vec::with_capacity(parts.iter().map(Vec::len).sum());
     for part in parts {
         rows.extend(part);
     }
     Ok(rows)
+}
+
+/// The results of `n` read tasks, each answering its split's position and its part, in split
+/// order; the first failure ends the read (the rest are aborted with the set).
+pub(crate) async fn in_split_order<T: 'static>(
+    mut tasks: tokio::task::JoinSet<(usize, Result<T, EngineError>)>,
+    n: usize,
+    full: &str,
+) -> Result<Vec<T>, EngineError> {
+    let mut parts: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    while let Some(done) = tasks.join_next().await {
+        let (i, part) = done.map_err(|e| EngineError::Arrow {
+            table: full.to_string(),
+            message: format!("read task failed: {e}"),
+        })?;
+        parts[i] = Some(part?);
+    }
+    Ok(parts.into_iter().flatten().collect())
 }
 
 /// The rows of one split's stream, read once one of `permits` is free.
