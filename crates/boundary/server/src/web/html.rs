@@ -1,7 +1,12 @@
 //! The HTML kit of the pages: escaping, the page frame, the stylesheet and script, and the
 //! small renderings (a row table, an age, an action in words, a table's spend).
 
-use super::*;
+use axum::http::header;
+use axum::response::{Html, IntoResponse, Response};
+use serde_json::Value;
+
+use crate::auth::Principal;
+use crate::Shared;
 
 pub(crate) const CSS: &str = include_str!("../../assets/app.css");
 

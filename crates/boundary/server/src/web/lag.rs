@@ -1,7 +1,11 @@
 //! Each table's lag over the last hour, sampled in the background for the tables page, and
 //! drawn as an SVG sparkline.
 
-use super::*;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::Shared;
 
 /// (unix seconds, lag in ms) samples, oldest first.
 pub(crate) type Samples = VecDeque<(i64, Option<u64>)>;

@@ -8,9 +8,7 @@
 //! so revoking it ends the session. Every form carries the session's CSRF token. Failed
 //! sign-ins are limited to 10 a minute.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use axum::extract::{Form, Path as UrlPath, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -19,9 +17,9 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::auth::{Permission, Principal, Role};
+use crate::auth::{Permission, Role};
 use crate::proposals::{audit_of, decide_as, NewDecision};
-use crate::{Caller, Shared};
+use crate::Shared;
 
 pub(crate) mod decisions;
 mod html;

@@ -1,7 +1,14 @@
 //! People signed in to the web inbox: cookie sessions, sign-in rate limits, CSRF tokens, and
 //! the refusal a page answers when the caller is not a signed-in person.
 
-use super::*;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+
+use crate::{Caller, Shared};
 
 pub(crate) const COOKIE: &str = "livestate_session";
 
