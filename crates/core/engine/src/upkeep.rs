@@ -125,9 +125,14 @@ impl Upkeep {
             self.compacted(m.name(), r);
             self.commits_while_compacting = 0;
         }
+        self.collect_expiry(m.name()).await;
+    }
+
+    /// Records the background expiry's outcome once it has finished.
+    async fn collect_expiry(&mut self, name: &str) {
         if let Some(h) = self.expiring.take_if(|h| h.is_finished()) {
             let r = h.await;
-            self.record(m.name(), "expiry", r);
+            self.record(name, "expiry", r);
         }
     }
 
@@ -177,10 +182,7 @@ impl Upkeep {
     /// Between commits, while the record is followed: starts the expiry a table that has not
     /// committed for a while is due ([`Upkeep::expiry_due`]), in the background.
     pub async fn when_idle(&mut self, m: &Maintainer) {
-        if let Some(h) = self.expiring.take_if(|h| h.is_finished()) {
-            let r = h.await;
-            self.record(m.name(), "expiry", r);
-        }
+        self.collect_expiry(m.name()).await;
         if self.expiry_due(Instant::now(), false) {
             self.expire(m, false).await;
         }

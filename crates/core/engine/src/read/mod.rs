@@ -240,11 +240,6 @@ async fn read_filtered(
             (table, r)
         }
         at => {
-            let (key, value) = match at {
-                At::Snapshot(id) => (paimon::spec::SCAN_SNAPSHOT_ID_OPTION, id.to_string()),
-                At::Tag(t) => (paimon::spec::SCAN_TAG_NAME_OPTION, t.clone()),
-                At::Latest => unreachable!("handled above"),
-            };
             let snap = snapshot_at(&table, &ts, at).await?;
             if let At::Snapshot(id) = at {
                 if let Some((_, rows)) = from_index(&ts, &filters, index, |m| m.snapshot_id == Some(*id))? {
@@ -253,7 +248,7 @@ async fn read_filtered(
                     return Ok(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt });
                 }
             }
-            (traveled(&table, &full, key, value).await?, past_receipt(&ts, &snap))
+            (traveled(&table, &full, at).await?, past_receipt(&ts, &snap))
         }
     };
     let rows = match scan(&table, &ts, &filters).await {
@@ -263,8 +258,13 @@ async fn read_filtered(
     Ok(Rows { columns: ts.columns.keys().cloned().collect(), rows, receipt })
 }
 
-/// `table` as of the past version the scan option `key` = `value` names.
-async fn traveled(table: &Table, full: &str, key: &str, value: String) -> Result<Table, EngineError> {
+/// `table` as of the version `at` names (the table itself for [`At::Latest`]).
+async fn traveled(table: &Table, full: &str, at: &At) -> Result<Table, EngineError> {
+    let (key, value) = match at {
+        At::Latest => return Ok(table.clone()),
+        At::Snapshot(id) => (paimon::spec::SCAN_SNAPSHOT_ID_OPTION, id.to_string()),
+        At::Tag(t) => (paimon::spec::SCAN_TAG_NAME_OPTION, t.clone()),
+    };
     table
         .copy_with_time_travel_strict(HashMap::from([(key.to_string(), value)]))
         .await
@@ -320,15 +320,9 @@ pub async fn scan_batches(
             let r = latest_receipt(&handle, &ts, lag).await?;
             (handle, r)
         }
-        At::Snapshot(id) => {
+        at => {
             let snap = snapshot_at(&handle, &ts, at).await?;
-            let key = paimon::spec::SCAN_SNAPSHOT_ID_OPTION;
-            (traveled(&handle, &full, key, id.to_string()).await?, past_receipt(&ts, &snap))
-        }
-        At::Tag(t) => {
-            let snap = snapshot_at(&handle, &ts, at).await?;
-            let key = paimon::spec::SCAN_TAG_NAME_OPTION;
-            (traveled(&handle, &full, key, t.clone()).await?, past_receipt(&ts, &snap))
+            (traveled(&handle, &full, at).await?, past_receipt(&ts, &snap))
         }
     };
     let batches = match scan_all_batches(&handle, &ts).await {
