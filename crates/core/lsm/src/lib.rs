@@ -29,6 +29,7 @@ mod fence;
 mod files;
 mod health;
 pub mod kvfile;
+pub mod merge;
 mod options;
 mod orphan;
 pub mod pick;
@@ -285,6 +286,7 @@ impl Maintainer {
         }
         let engine = self.table.schema().options().get("merge-engine").map_or("deduplicate", String::as_str);
         let (first_row, deduplicate) = (engine == "first-row", engine == "deduplicate");
+        let pick = merge::Pick::for_options(self.table.schema().options());
         let buckets = live_files(&self.table, &self.name, &Version::Snapshot(snapshot_id)).await?;
         let picker = self.picker();
         let mut changes: Vec<BucketChange> = Vec::new();
@@ -323,6 +325,7 @@ impl Maintainer {
                     output_level: unit.output_level,
                     drop_delete: unit.output_level != 0 && unit.output_level >= highest,
                     first_row,
+                    pick,
                     target_file_size: self.compaction.target_file_size,
                     older,
                 };

@@ -1,18 +1,20 @@
 //! Merging the files of a compaction unit into new files one level up.
 //!
-//! The merge itself is Paimon's: the input files are read as one split through the crate's own
-//! merge reader, so every merge engine (deduplicate, first-row, partial-update, aggregation,
-//! sequence groups, remove-record-on-delete) behaves exactly as it does for any reader. The
-//! inputs are also read raw, which gives each key's sequence numbers and its latest raw row:
-//! a key the merge dropped (its newest row is a delete) keeps that delete row in the output
-//! unless the output is the bottom of the tree, so older runs cannot resurface.
+//! The inputs are read as stored (sequence number, row kind, every column) and ordered by key
+//! and sequence number. Where the table's merge engine only picks stored cells (deduplicate,
+//! first-row, partial-update without sequence fields, groups or ignored deletes; see
+//! [`crate::merge`]), the unit is merged column by column from those rows. Anything else is
+//! merged by the `paimon` crate's own merge reader over the unit as one split, so every merge
+//! engine and option (aggregation, sequence groups, remove-record-on-delete) behaves exactly as
+//! it does for any reader. A key the merge dropped (its newest row is a delete) keeps that
+//! delete row in the output unless the output is the bottom of the tree, so older runs cannot
+//! resurface.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, BooleanArray, Int64Array, Int8Array, RecordBatch, UInt32Array};
 use arrow_ord::sort::{lexsort_to_indices, SortColumn, SortOptions};
-use arrow_row::{RowConverter, SortField};
 use arrow_schema::SchemaRef;
 use futures::TryStreamExt;
 use paimon::spec::{DataFileMeta, RowKind};
@@ -21,6 +23,7 @@ use paimon::{DataSplit, Table};
 use crate::error::{paimon_err, LsmError, Result};
 use crate::files::BucketFiles;
 use crate::kvfile::{FileSource, KvFile};
+use crate::merge::{self, KeyOrder, Pick};
 
 const SEQUENCE: &str = "_SEQUENCE_NUMBER";
 const VALUE_KIND: &str = "_VALUE_KIND";
@@ -35,19 +38,14 @@ pub(crate) struct Rewrite<'a> {
     pub output_level: i32,
     pub drop_delete: bool,
     pub first_row: bool,
+    /// How the table's merge engine picks stored cells, when it only picks them
+    /// ([`Pick::for_options`]); `None` merges through the `paimon` crate's reader.
+    pub pick: Option<Pick>,
     pub target_file_size: u64,
     /// Files of the older runs left alone. A first-row table keeps the first row of a key in
     /// the oldest run holding it, so merged rows whose key an older run has are dropped (what
     /// Java Paimon's lookup does); readers then never see a key in two levels.
     pub older: Vec<DataFileMeta>,
-}
-
-struct KeyInfo {
-    min_seq: i64,
-    max_seq: i64,
-    /// Row (in the raw batch) with the highest sequence number.
-    latest: usize,
-    merged: bool,
 }
 
 impl Rewrite<'_> {
@@ -97,6 +95,46 @@ impl Rewrite<'_> {
         arrow_select::concat::concat_batches(&schema, &batches).map_err(|e| self.file_err("(inputs)", e))
     }
 
+    /// The unit merged by the `paimon` crate's reader (every merge engine and option), each
+    /// merged row with the group of `order` its key is.
+    async fn paimon_merge(
+        &self,
+        split: &DataSplit,
+        order: &KeyOrder,
+    ) -> Result<Vec<(RecordBatch, Vec<u32>)>> {
+        let rb = self.table.new_read_builder();
+        let read = rb.new_read().map_err(paimon_err(self.name, "open reader"))?;
+        let batches: Vec<RecordBatch> = read
+            .to_arrow(std::slice::from_ref(split))
+            .map_err(paimon_err(self.name, "merge"))?
+            .try_collect()
+            .await
+            .map_err(paimon_err(self.name, "merge"))?;
+        let pks = self.table.schema().primary_keys();
+        let mut merged = Vec::with_capacity(batches.len());
+        for batch in batches {
+            let key_cols: Vec<ArrayRef> = pks
+                .iter()
+                .map(|k| {
+                    batch
+                        .column_by_name(k)
+                        .cloned()
+                        .ok_or_else(|| self.file_err("(merge)", format!("merged rows lack key {k}")))
+                })
+                .collect::<Result<_>>()?;
+            let rows = order.convert(&key_cols).map_err(|e| self.file_err("(merge)", e))?;
+            let groups: Vec<u32> = (0..batch.num_rows())
+                .map(|i| {
+                    order.group_of(rows.row(i)).map(|g| g as u32).ok_or_else(|| {
+                        self.file_err("(merge)", "the merge produced a key absent from its inputs")
+                    })
+                })
+                .collect::<Result<_>>()?;
+            merged.push((batch, groups));
+        }
+        Ok(merged)
+    }
+
     /// Runs the compaction and returns the new files (already written, not yet committed).
     pub async fn run(&self) -> Result<Vec<DataFileMeta>> {
         let split = self.split()?;
@@ -124,35 +162,29 @@ impl Rewrite<'_> {
         }
         let pks = self.table.schema().primary_keys();
         let raw_keys: Vec<usize> = pks.iter().map(|k| col(k)).collect::<Result<_>>()?;
-        let converter = RowConverter::new(
-            raw_keys.iter().map(|&i| SortField::new(schema.field(i).data_type().clone())).collect(),
-        )
-        .map_err(|e| self.file_err("(inputs)", e))?;
         let key_cols = |batch: &RecordBatch, idx: &[usize]| {
             idx.iter().map(|&i| batch.column(i).clone()).collect::<Vec<_>>()
         };
-        let raw_rows = converter
-            .convert_columns(&key_cols(&raw, &raw_keys))
-            .map_err(|e| self.file_err("(inputs)", e))?;
         let seqs = downcast::<Int64Array>(raw.column(seq_idx))
             .ok_or_else(|| self.file_err("(inputs)", "bad _SEQUENCE_NUMBER"))?;
         let kinds = downcast::<Int8Array>(raw.column(kind_idx))
             .ok_or_else(|| self.file_err("(inputs)", "bad _VALUE_KIND"))?;
-        let mut keys: HashMap<Box<[u8]>, KeyInfo> = HashMap::with_capacity(raw.num_rows());
-        for i in 0..raw.num_rows() {
-            let seq = seqs.value(i);
-            keys.entry(raw_rows.row(i).as_ref().into())
-                .and_modify(|k| {
-                    k.min_seq = k.min_seq.min(seq);
-                    if seq > k.max_seq {
-                        k.max_seq = seq;
-                        k.latest = i;
-                    }
-                })
-                .or_insert(KeyInfo { min_seq: seq, max_seq: seq, latest: i, merged: false });
-        }
+        let kinds: Vec<RowKind> = kinds
+            .values()
+            .iter()
+            .map(|&k| RowKind::from_value(k))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(paimon_err(self.name, "row kind"))?;
+        let order = KeyOrder::new(&key_cols(&raw, &raw_keys), seqs.values())
+            .map_err(|e| self.file_err("(inputs)", e))?;
+        // Each key's sequence number in the output: its first row's for first-row (what Java
+        // Paimon keeps), its latest row's otherwise.
+        let out_seq = |g: usize| {
+            let row = if self.first_row { order.first(g) } else { order.latest(g) };
+            seqs.value(row as usize)
+        };
 
-        let mut older_keys: std::collections::HashSet<Box<[u8]>> = std::collections::HashSet::new();
+        let mut older_keys: HashSet<Box<[u8]>> = HashSet::new();
         if self.first_row && !self.older.is_empty() {
             let older = self.read_raw(&split, &self.older).await?;
             let idx: Vec<usize> = pks
@@ -160,53 +192,45 @@ impl Rewrite<'_> {
                 .map(|k| older.schema().index_of(k))
                 .collect::<Result<_, _>>()
                 .map_err(|e| self.file_err("(older runs)", e))?;
-            let rows = converter
-                .convert_columns(&key_cols(&older, &idx))
-                .map_err(|e| self.file_err("(older runs)", e))?;
+            let rows =
+                order.convert(&key_cols(&older, &idx)).map_err(|e| self.file_err("(older runs)", e))?;
             older_keys.extend((0..older.num_rows()).map(|i| Box::<[u8]>::from(rows.row(i).as_ref())));
         }
 
-        // Paimon's merge of the unit.
-        let rb = self.table.new_read_builder();
-        let read = rb.new_read().map_err(paimon_err(self.name, "open reader"))?;
-        let merged: Vec<RecordBatch> = read
-            .to_arrow(std::slice::from_ref(&split))
-            .map_err(paimon_err(self.name, "merge"))?
-            .try_collect()
-            .await
-            .map_err(paimon_err(self.name, "merge"))?;
+        // The unit merged: column by column where the merge engine only picks stored cells,
+        // by Paimon's merge reader otherwise. Each merged row with the group of its key.
+        let mut merged_groups = vec![false; order.groups.len()];
+        let own = match self.pick {
+            Some(pick) => {
+                merge::merge(&raw, &kinds, &order, pick).map_err(|e| self.file_err("(merge)", e))?
+            }
+            None => None,
+        };
+        let merged: Vec<(RecordBatch, Vec<u32>)> = match own {
+            Some(m) => vec![(m.batch, m.groups)],
+            None => self.paimon_merge(&split, &order).await?,
+        };
 
         let mut parts: Vec<RecordBatch> = Vec::new();
-        for batch in &merged {
+        for (batch, groups) in &merged {
             if batch.num_rows() == 0 {
                 continue;
             }
-            let merged_keys: Vec<usize> = pks
-                .iter()
-                .map(|k| {
-                    batch
-                        .schema()
-                        .index_of(k)
-                        .map_err(|_| self.file_err("(merge)", format!("merged rows lack key {k}")))
-                })
-                .collect::<Result<_>>()?;
-            let rows = converter
-                .convert_columns(&key_cols(batch, &merged_keys))
-                .map_err(|e| self.file_err("(merge)", e))?;
             let mut seq_out = Vec::with_capacity(batch.num_rows());
             let mut keep = Vec::with_capacity(batch.num_rows());
-            for i in 0..batch.num_rows() {
-                keep.push(!older_keys.contains(rows.row(i).as_ref()));
-                let info = keys.get_mut(rows.row(i).as_ref()).ok_or_else(|| {
-                    self.file_err("(merge)", "the merge produced a key absent from its inputs")
-                })?;
-                info.merged = true;
-                seq_out.push(if self.first_row { info.min_seq } else { info.max_seq });
+            for &g in groups {
+                let g = g as usize;
+                keep.push(
+                    older_keys.is_empty()
+                        || !older_keys.contains(order.keys.row(order.first(g) as usize).as_ref()),
+                );
+                merged_groups[g] = true;
+                seq_out.push(out_seq(g));
             }
             let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
             for (i, field) in schema.fields().iter().enumerate() {
                 columns.push(if i == seq_idx {
-                    Arc::new(Int64Array::from(seq_out.clone()))
+                    Arc::new(Int64Array::from(std::mem::take(&mut seq_out)))
                 } else if i == kind_idx {
                     Arc::new(Int8Array::from(vec![RowKind::Insert.to_value(); batch.num_rows()]))
                 } else {
@@ -241,17 +265,16 @@ impl Rewrite<'_> {
         // Keys the merge dropped: their newest row is a retraction.
         if !self.drop_delete {
             let mut vanished: Vec<u32> = Vec::new();
-            for info in keys.values().filter(|k| !k.merged) {
-                let kind = RowKind::from_value(kinds.value(info.latest))
-                    .map_err(paimon_err(self.name, "row kind"))?;
-                if kind.is_add() {
+            for g in (0..order.groups.len()).filter(|&g| !merged_groups[g]) {
+                let latest = order.latest(g);
+                if kinds[latest as usize].is_add() {
                     return Err(LsmError::Refused {
                         table: self.name.to_string(),
                         message: "the merge dropped a key whose newest row is an insert; refusing to compact"
                             .into(),
                     });
                 }
-                vanished.push(u32::try_from(info.latest).expect("bucket rows fit u32"));
+                vanished.push(latest);
             }
             if !vanished.is_empty() {
                 vanished.sort_unstable();
@@ -265,19 +288,12 @@ impl Rewrite<'_> {
         if parts.is_empty() {
             return Ok(Vec::new());
         }
-        let all = arrow_select::concat::concat_batches(&schema, &parts)
-            .map_err(|e| self.file_err("(output)", e))?;
-        let sort: Vec<SortColumn> = raw_keys
-            .iter()
-            .map(|&i| SortColumn {
-                values: all.column(i).clone(),
-                options: Some(SortOptions { descending: false, nulls_first: true }),
-            })
-            .collect();
-        let order = lexsort_to_indices(&sort, None).map_err(|e| self.file_err("(output)", e))?;
-        let sorted =
-            arrow_select::take::take_record_batch(&all, &order).map_err(|e| self.file_err("(output)", e))?;
-
+        // Each part is in key order: one alone needs no sort.
+        let sorted = if parts.len() == 1 {
+            parts.pop().expect("one part")
+        } else {
+            self.sorted(&schema, &parts, &raw_keys)?
+        };
         let in_rows: i64 = self.inputs.iter().map(|f| f.row_count.max(1)).sum();
         let in_bytes: i64 = self.inputs.iter().map(|f| f.file_size).sum();
         let row_bytes = u64::try_from((in_bytes / in_rows.max(1)).max(1)).unwrap_or(1);
@@ -305,6 +321,21 @@ impl Rewrite<'_> {
             offset += len;
         }
         Ok(out)
+    }
+
+    /// The parts' rows in key order.
+    fn sorted(&self, schema: &SchemaRef, parts: &[RecordBatch], keys: &[usize]) -> Result<RecordBatch> {
+        let all =
+            arrow_select::concat::concat_batches(schema, parts).map_err(|e| self.file_err("(output)", e))?;
+        let sort: Vec<SortColumn> = keys
+            .iter()
+            .map(|&i| SortColumn {
+                values: all.column(i).clone(),
+                options: Some(SortOptions { descending: false, nulls_first: true }),
+            })
+            .collect();
+        let order = lexsort_to_indices(&sort, None).map_err(|e| self.file_err("(output)", e))?;
+        arrow_select::take::take_record_batch(&all, &order).map_err(|e| self.file_err("(output)", e))
     }
 
     /// Deletes files written by a compaction that will not be committed.

@@ -1,6 +1,8 @@
 //! livestate's own merge-on-read of a primary-key table it derives: each bucket's data files
-//! read as stored, their rows ordered by key and sequence number, and each key's rows folded
-//! with the table's [`Merger`], the same merge the derivers apply to every operation.
+//! read as stored, their rows ordered by key and sequence number, and each key's cells picked
+//! column by column as compaction picks them ([`livestate_lsm::merge`]), or, for an aggregation
+//! table, each key's rows folded with the table's [`Merger`], the same merge the derivers apply
+//! to every operation.
 //!
 //! The `paimon` crate's reader merges a key by building a one-row Arrow batch for it (a slice
 //! or a null array per column, then a batch), which a profile of full scans of a partial-update
@@ -21,7 +23,7 @@
 use std::sync::Arc;
 
 use arrow_array::{Array, BooleanArray, Int64Array, Int8Array, UInt32Array};
-use arrow_row::{RowConverter, SortField};
+use livestate_lsm::merge::{KeyOrder, Merged, Pick};
 use livestate_spec::{Action, MergeEngine, Merger, TableSpec, Value};
 use paimon::spec::RowKind;
 use paimon::{DataSplit, Table};
@@ -54,13 +56,14 @@ pub(crate) fn own_merger(table: &Table, ts: &TableSpec) -> Option<Merger> {
 /// without reading the rows again.
 pub(crate) struct MergedBucket {
     pub rows: Vec<Vec<Value>>,
-    keys: arrow_row::Rows,
-    key_of: Vec<u32>,
+    order: KeyOrder,
+    /// The group of `order` each row's key is.
+    group_of: Vec<u32>,
 }
 
 impl MergedBucket {
     fn key(&self, i: usize) -> &[u8] {
-        self.keys.row(self.key_of[i] as usize).data()
+        self.order.keys.row(self.order.first(self.group_of[i] as usize) as usize).data()
     }
 }
 
@@ -71,12 +74,8 @@ struct Ordered {
     raw: arrow_array::RecordBatch,
     /// Each stored row's kind.
     kinds: Vec<RowKind>,
-    /// Each stored row's key, byte-comparable.
-    keys: arrow_row::Rows,
-    /// The stored rows in (key, sequence number) order.
-    order: Vec<u32>,
-    /// Each key's rows, in sequence order: a range of `order`.
-    groups: Vec<std::ops::Range<usize>>,
+    /// The stored rows in (key, sequence number) order, grouped by key.
+    order: KeyOrder,
 }
 
 impl Ordered {
@@ -154,27 +153,9 @@ async fn ordered(
         .iter()
         .map(|k| raw.column(2 + ts.columns.get_index_of(k).expect("key column")).clone())
         .collect();
-    let converter =
-        RowConverter::new(key_cols.iter().map(|c| SortField::new(c.data_type().clone())).collect())
-            .map_err(|e| bad(e.to_string()))?;
-    let keys = converter.convert_columns(&key_cols).map_err(|e| bad(e.to_string()))?;
-    // Each file is sorted by key: a stable sort of the concatenation merges those runs, and
-    // rows of one key and one sequence number keep their files' order.
-    let seqs = seqs.values();
-    let mut order: Vec<u32> = (0..u32::try_from(raw.num_rows()).map_err(|e| bad(e.to_string()))?).collect();
-    order.sort_by(|&a, &b| {
-        let (a, b) = (a as usize, b as usize);
-        keys.row(a).cmp(&keys.row(b)).then(seqs[a].cmp(&seqs[b]))
-    });
-    let mut groups: Vec<std::ops::Range<usize>> = Vec::new();
-    let mut start = 0;
-    for i in 1..=order.len() {
-        if i == order.len() || keys.row(order[i] as usize) != keys.row(order[start] as usize) {
-            groups.push(start..i);
-            start = i;
-        }
-    }
-    Ok(Some(Ordered { raw, kinds, keys, order, groups }))
+    // Each file is sorted by key: a stable sort of the concatenation merges those runs.
+    let order = KeyOrder::new(&key_cols, seqs.values()).map_err(|e| bad(e.to_string()))?;
+    Ok(Some(Ordered { raw, kinds, order }))
 }
 
 /// One bucket merged into rows, or `None` when this bucket must be read by Paimon's reader (see
@@ -195,81 +176,49 @@ pub(crate) async fn merge_split(
     let Some(o) = ordered(table, ts, merger, split, filters, full).await? else { return Ok(None) };
     let bad = |message: String| EngineError::Arrow { table: full.to_string(), message };
     let user = o.user(full)?;
-    if let Some((batch, key_of)) = merge_columns(&o, ts, &user, full)? {
-        let rows = crate::rows::from_batch(&batch).map_err(bad)?;
-        return Ok(Some(MergedBucket { rows, keys: o.keys, key_of }));
+    if let Some(merged) = merge_columns(&o, ts, &user, full)? {
+        let rows = crate::rows::from_batch(&merged.batch).map_err(bad)?;
+        return Ok(Some(MergedBucket { rows, order: o.order, group_of: merged.groups }));
     }
-    let Ordered { kinds, keys, order, groups, .. } = o;
-    let taken = arrow_select::take::take_record_batch(&user, &UInt32Array::from(order.clone()))
+    let Ordered { kinds, order, .. } = o;
+    let taken = arrow_select::take::take_record_batch(&user, &UInt32Array::from(order.order.clone()))
         .map_err(|e| bad(e.to_string()))?;
     let mut decoded = crate::rows::from_batch(&taken).map_err(bad)?.into_iter();
-    let mut out = Vec::with_capacity(groups.len());
-    let mut key_of = Vec::with_capacity(groups.len());
-    for g in groups {
-        let key = order[g.start];
+    let mut out = Vec::with_capacity(order.groups.len());
+    let mut group_of = Vec::with_capacity(order.groups.len());
+    for (g, range) in order.groups.iter().enumerate() {
         let mut current = None;
-        for &i in &order[g] {
+        for &i in &order.order[range.clone()] {
             let row = decoded.next().expect("one decoded row per row folded");
             let action = if kinds[i as usize].is_add() { Action::Upsert } else { Action::Delete };
             current = merger.apply(current, action, &row);
         }
         if let Some(row) = current {
             out.push(row);
-            key_of.push(key);
+            group_of.push(u32::try_from(g).expect("groups are rows, which fit u32"));
         }
     }
-    Ok(Some(MergedBucket { rows: out, keys, key_of }))
+    Ok(Some(MergedBucket { rows: out, order, group_of }))
 }
 
-/// The merged rows of a deduplicate, first-row or partial-update bucket as one batch of the
-/// table's columns (`user`, every stored row), in key order, with the stored row whose key each
-/// merged row has; `None` for an aggregation table, which folds values. No value is decoded:
-/// each output cell is taken from the stored row the merge engine picks for it, the key's latest
-/// row (deduplicate, unless it removed the key), its first (first-row), or its latest row where
-/// that column is not null (partial-update). `ordered` sends a bucket holding a retraction to
-/// Paimon's reader for every engine but deduplicate, so first-row and partial-update see adds
-/// only.
+/// The merged rows of a deduplicate, first-row or partial-update bucket, one batch of the
+/// table's columns (`user`, every stored row) in key order, merged column by column by
+/// [`livestate_lsm::merge`]; `None` for an aggregation table, which folds values. `ordered` sends
+/// a bucket holding a retraction to Paimon's reader for every engine but deduplicate.
 fn merge_columns(
     o: &Ordered,
     ts: &TableSpec,
     user: &arrow_array::RecordBatch,
     full: &str,
-) -> Result<Option<(arrow_array::RecordBatch, Vec<u32>)>, EngineError> {
-    let bad =
-        |e: arrow_schema::ArrowError| EngineError::Arrow { table: full.to_string(), message: e.to_string() };
-    let take_rows = |rows: Vec<u32>| {
-        let batch =
-            arrow_select::take::take_record_batch(user, &UInt32Array::from(rows.clone())).map_err(bad)?;
-        Ok(Some((batch, rows)))
+) -> Result<Option<Merged>, EngineError> {
+    let pick = match ts.merge_engine {
+        MergeEngine::Deduplicate => Pick::Latest,
+        MergeEngine::FirstRow => Pick::First,
+        MergeEngine::PartialUpdate => Pick::LatestNonNull,
+        MergeEngine::Aggregation => return Ok(None),
     };
-    match ts.merge_engine {
-        MergeEngine::Deduplicate => take_rows(
-            o.groups.iter().map(|g| o.order[g.end - 1]).filter(|&i| o.kinds[i as usize].is_add()).collect(),
-        ),
-        MergeEngine::FirstRow => take_rows(o.groups.iter().map(|g| o.order[g.start]).collect()),
-        MergeEngine::PartialUpdate => {
-            let mut columns = Vec::with_capacity(user.num_columns());
-            // A column without nulls takes every key's latest row; one with nulls, per key the
-            // latest row whose bit in the null bitmap is set (read directly, not per cell
-            // through the array).
-            let latest: UInt32Array = o.groups.iter().map(|g| o.order[g.end - 1]).collect();
-            for col in user.columns() {
-                let Some(nulls) = col.logical_nulls().filter(|n| n.null_count() > 0) else {
-                    columns.push(arrow_select::take::take(col.as_ref(), &latest, None).map_err(bad)?);
-                    continue;
-                };
-                let picked: UInt32Array = o
-                    .groups
-                    .iter()
-                    .map(|g| o.order[g.clone()].iter().rev().copied().find(|&i| nulls.is_valid(i as usize)))
-                    .collect();
-                columns.push(arrow_select::take::take(col.as_ref(), &picked, None).map_err(bad)?);
-            }
-            let batch = arrow_array::RecordBatch::try_new(user.schema(), columns).map_err(bad)?;
-            Ok(Some((batch, o.groups.iter().map(|g| o.order[g.start]).collect())))
-        }
-        MergeEngine::Aggregation => Ok(None),
-    }
+    livestate_lsm::merge::merge(user, &o.kinds, &o.order, pick)
+        .map_err(|e| EngineError::Arrow { table: full.to_string(), message: e.to_string() })
 }
 
 /// One bucket merged into one Arrow batch of the table's columns, in key order, or `None` when
@@ -299,7 +248,7 @@ pub(crate) async fn merge_split_batch(
     }
     let Some(o) = ordered(table, ts, merger, split, &[], full).await? else { return Ok(None) };
     let user = o.user(full)?;
-    Ok(merge_columns(&o, ts, &user, full)?.map(|(batch, _)| batch))
+    Ok(merge_columns(&o, ts, &user, full)?.map(|m| m.batch))
 }
 
 /// Which stored rows hold the key values `filters` name, or `None` when no filter is on a key
