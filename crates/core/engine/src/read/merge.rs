@@ -315,33 +315,25 @@ pub(crate) async fn merged_plan_rows(
     plan: &paimon::Plan,
     full: &str,
 ) -> Result<(Vec<Vec<Value>>, bool), EngineError> {
-    let read = rb.new_read().map_err(crate::error::paimon_err(full, "read"))?;
-    let permits = Arc::new(tokio::sync::Semaphore::new(crate::cores::cores()));
     let (merger, table, ts) = (Arc::new(merger), Arc::new(table.clone()), Arc::new(ts.clone()));
-    let mut tasks = tokio::task::JoinSet::new();
-    let n = plan.splits().len();
-    for (i, split) in plan.splits().iter().enumerate() {
-        // The crate's stream for the split, in case this bucket falls back to it.
-        let fallback =
-            read.to_arrow(std::slice::from_ref(split)).map_err(crate::error::paimon_err(full, "read"))?;
-        let (split, merger, table, ts) = (split.clone(), merger.clone(), table.clone(), ts.clone());
-        let (full, permits, filters) = (full.to_string(), permits.clone(), filters.to_vec());
-        tasks.spawn(async move {
-            let own = {
-                let _permit = permits.acquire().await.expect("the semaphore is never closed");
-                merge_split(&table, &ts, &merger, &split, &filters, &full).await
-            };
-            // Merged by livestate (`Ok`) or by the crate's reader (`Err`).
-            let part = match own {
-                Ok(Some(bucket)) => Ok(Ok(bucket)),
-                Ok(None) => super::scan::split_rows(fallback, full, permits).await.map(Err),
-                Err(e) => Err(e),
-            };
-            (i, part)
-        });
-    }
+    let filters: Arc<[(usize, Value)]> = filters.into();
+    // Each part merged by livestate (`Ok`) or by the crate's reader (`Err`).
     let parts: Vec<Result<MergedBucket, Vec<Vec<Value>>>> =
-        super::scan::in_split_order(tasks, n, full).await?;
+        super::scan::per_split(rb, plan, full, |split, fallback, permits| {
+            let (merger, table, ts, filters) = (merger.clone(), table.clone(), ts.clone(), filters.clone());
+            let full = full.to_string();
+            async move {
+                let own = {
+                    let _permit = permits.acquire().await.expect("the semaphore is never closed");
+                    merge_split(&table, &ts, &merger, &split, &filters, &full).await?
+                };
+                match own {
+                    Some(bucket) => Ok(Ok(bucket)),
+                    None => super::scan::split_rows(fallback, full, permits).await.map(Err),
+                }
+            }
+        })
+        .await?;
     if parts.iter().all(Result::is_ok) {
         return Ok((in_key_order(parts.into_iter().flatten().collect()), true));
     }
@@ -367,34 +359,25 @@ pub(crate) async fn merged_plan_batches(
     full: &str,
 ) -> Result<Vec<arrow_array::RecordBatch>, EngineError> {
     use futures::TryStreamExt;
-    let read = rb.new_read().map_err(crate::error::paimon_err(full, "read"))?;
-    let permits = Arc::new(tokio::sync::Semaphore::new(crate::cores::cores()));
     let (merger, table, ts) = (merger.map(Arc::new), Arc::new(table.clone()), Arc::new(ts.clone()));
-    let mut tasks = tokio::task::JoinSet::new();
-    let n = plan.splits().len();
-    for (i, split) in plan.splits().iter().enumerate() {
-        // The crate's stream for the split, in case this bucket falls back to it.
-        let fallback =
-            read.to_arrow(std::slice::from_ref(split)).map_err(crate::error::paimon_err(full, "read"))?;
-        let (split, merger, table, ts) = (split.clone(), merger.clone(), table.clone(), ts.clone());
-        let (full, permits) = (full.to_string(), permits.clone());
-        tasks.spawn(async move {
+    let parts = super::scan::per_split(rb, plan, full, |split, fallback, permits| {
+        let (merger, table, ts) = (merger.clone(), table.clone(), ts.clone());
+        let full = full.to_string();
+        async move {
             let _permit = permits.acquire().await.expect("the semaphore is never closed");
             let own = match &merger {
-                Some(m) => merge_split_batch(&table, &ts, m, &split, &full).await,
-                None => Ok(None),
+                Some(m) => merge_split_batch(&table, &ts, m, &split, &full).await?,
+                None => None,
             };
-            let part = match own {
-                Ok(Some(batch)) => Ok(vec![batch]),
-                Ok(None) => {
+            match own {
+                Some(batch) => Ok(vec![batch]),
+                None => {
                     fallback.try_collect::<Vec<_>>().await.map_err(crate::error::paimon_err(&full, "read"))
                 }
-                Err(e) => Err(e),
-            };
-            (i, part)
-        });
-    }
-    let parts = super::scan::in_split_order(tasks, n, full).await?;
+            }
+        }
+    })
+    .await?;
     Ok(parts.into_iter().flatten().filter(|b| b.num_rows() > 0).collect())
 }
 

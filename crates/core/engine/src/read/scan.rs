@@ -1,6 +1,10 @@
 //! Scans: a table's rows from its Parquet files (planned and decoded on every core), Arrow
 //! batches as rows, and the `record.events` archive.
 
+use std::sync::Arc;
+
+use tokio::sync::Semaphore;
+
 use super::*;
 
 impl Rows {
@@ -203,22 +207,8 @@ pub(crate) async fn plan_rows(
     plan: &paimon::Plan,
     full: &str,
 ) -> Result<Vec<Vec<Value>>, EngineError> {
-    let read = rb.new_read().map_err(paimon_err(full, "read"))?;
-    let streams = plan
-        .splits()
-        .iter()
-        .map(|split| read.to_arrow(std::slice::from_ref(split)))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(paimon_err(full, "read"))?;
-    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(crate::cores::cores()));
-    // A JoinSet aborts its tasks when dropped: a read given up on stops reading.
-    let mut tasks = tokio::task::JoinSet::new();
-    let n = streams.len();
-    for (i, stream) in streams.into_iter().enumerate() {
-        let read = split_rows(stream, full.to_string(), permits.clone());
-        tasks.spawn(async move { (i, read.await) });
-    }
-    let parts = in_split_order(tasks, n, full).await?;
+    let parts =
+        per_split(rb, plan, full, |_, stream, permits| split_rows(stream, full.to_string(), permits)).await?;
     let mut rows = Vec::with_capacity(parts.iter().map(Vec::len).sum());
     for part in parts {
         rows.extend(part);
@@ -226,13 +216,30 @@ pub(crate) async fn plan_rows(
     Ok(rows)
 }
 
-/// The results of `n` read tasks, each answering its split's position and its part, in split
-/// order; the first failure ends the read (the rest are aborted with the set).
-pub(crate) async fn in_split_order<T: 'static>(
-    mut tasks: tokio::task::JoinSet<(usize, Result<T, EngineError>)>,
-    n: usize,
+/// Runs `work` on every split of `plan`, each on a task of its own, and returns their parts in
+/// split order. `work` gets the split, the crate's stream for it (for a bucket read by Paimon's
+/// reader) and the read's permits, one per core, which it holds while it reads. The first
+/// failure ends the read: a `JoinSet` aborts its tasks when dropped, so a read given up on stops
+/// reading.
+pub(crate) async fn per_split<T, Fut>(
+    rb: &paimon::ReadBuilder<'_>,
+    plan: &paimon::Plan,
     full: &str,
-) -> Result<Vec<T>, EngineError> {
+    work: impl Fn(paimon::DataSplit, paimon::table::ArrowRecordBatchStream, Arc<Semaphore>) -> Fut,
+) -> Result<Vec<T>, EngineError>
+where
+    T: Send + 'static,
+    Fut: std::future::Future<Output = Result<T, EngineError>> + Send + 'static,
+{
+    let read = rb.new_read().map_err(paimon_err(full, "read"))?;
+    let permits = Arc::new(Semaphore::new(crate::cores::cores()));
+    let mut tasks = tokio::task::JoinSet::new();
+    let n = plan.splits().len();
+    for (i, split) in plan.splits().iter().enumerate() {
+        let stream = read.to_arrow(std::slice::from_ref(split)).map_err(paimon_err(full, "read"))?;
+        let part = work(split.clone(), stream, permits.clone());
+        tasks.spawn(async move { (i, part.await) });
+    }
     let mut parts: Vec<Option<T>> = (0..n).map(|_| None).collect();
     while let Some(done) = tasks.join_next().await {
         let (i, part) = done.map_err(|e| EngineError::Arrow {
@@ -248,7 +255,7 @@ pub(crate) async fn in_split_order<T: 'static>(
 pub(crate) async fn split_rows(
     stream: paimon::table::ArrowRecordBatchStream,
     full: String,
-    permits: std::sync::Arc<tokio::sync::Semaphore>,
+    permits: Arc<Semaphore>,
 ) -> Result<Vec<Vec<Value>>, EngineError> {
     let _permit = permits.acquire_owned().await.expect("the semaphore is never closed");
     let batches: Vec<_> = stream.try_collect().await.map_err(paimon_err(&full, "read"))?;
