@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use indexmap::IndexMap;
 use livestate_spec::{Action, Merger, TableSpec, Trigger, Value};
 use paimon::spec::RowKind;
 
@@ -72,8 +73,8 @@ pub(crate) struct Rules {
 /// still be running.
 pub(crate) struct Tracking {
     rules: Arc<Rules>,
-    /// Every key the open window's operations touched.
-    touched: HashMap<Vec<u8>, Touched>,
+    /// Every key the open window's operations touched (sorted by key when the window closes).
+    touched: IndexMap<Vec<u8>, Touched>,
     /// The window closed for a commit that has not moved the lookup index yet.
     closing: Option<Arc<ClosedWindow>>,
     /// The last window whose commit finished: each key it touched has its committed row there
@@ -99,7 +100,7 @@ impl Tracking {
             triggers: TableTriggers { triggers, columns, key_idx: key_idx.clone() },
             key_idx,
         };
-        Ok(Tracking { rules: Arc::new(rules), touched: HashMap::new(), closing: None, previous: None })
+        Ok(Tracking { rules: Arc::new(rules), touched: IndexMap::new(), closing: None, previous: None })
     }
 
     pub fn rules(&self) -> &Arc<Rules> {
@@ -115,8 +116,8 @@ impl Tracking {
         let key = crate::index::key_bytes(r.key_idx.iter().map(|&i| &row[i]));
         let action = if kind.is_add() { Action::Upsert } else { Action::Delete };
         let t = match self.touched.entry(key) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => {
+            indexmap::map::Entry::Occupied(e) => e.into_mut(),
+            indexmap::map::Entry::Vacant(e) => {
                 // The row at the last commit: the closing window's, while its commit runs, else
                 // the last committed window's, else the index's.
                 let committed = [&self.closing, &self.previous]
@@ -161,7 +162,9 @@ impl Tracking {
     /// Closes the open window for a commit (a new one opens empty). Until [`Tracking::closed`]
     /// is called, keys the new window touches take their row at the last commit from it.
     pub fn close(&mut self) -> Arc<ClosedWindow> {
-        let touched: BTreeMap<Vec<u8>, Touched> = std::mem::take(&mut self.touched).into_iter().collect();
+        // Sorted in place: a key the next window touches is still found by its hash.
+        let mut touched = std::mem::take(&mut self.touched);
+        touched.sort_unstable_keys();
         let closed = Arc::new(ClosedWindow { rules: Arc::clone(&self.rules), touched });
         self.closing = Some(Arc::clone(&closed));
         self.previous = None;
@@ -188,7 +191,8 @@ impl Tracking {
 /// A window closed for its commit, keys in order.
 pub(crate) struct ClosedWindow {
     rules: Arc<Rules>,
-    touched: BTreeMap<Vec<u8>, Touched>,
+    /// Iterated in key order, looked up by hash.
+    touched: IndexMap<Vec<u8>, Touched>,
 }
 
 impl ClosedWindow {
