@@ -284,7 +284,7 @@ impl Maintainer {
         if !self.is_primary_key() {
             return self.compact_append(mode, snapshot_id, progress).await;
         }
-        let engine = self.table.schema().options().get("merge-engine").map_or("deduplicate", String::as_str);
+        let engine = merge::merge_engine(self.table.schema().options());
         let (first_row, deduplicate) = (engine == "first-row", engine == "deduplicate");
         let pick = merge::Pick::for_options(self.table.schema().options());
         let buckets = live_files(&self.table, &self.name, &Version::Snapshot(snapshot_id)).await?;

@@ -44,13 +44,18 @@ impl Pick {
         if unusual {
             return None;
         }
-        match options.get("merge-engine").map_or("deduplicate", String::as_str) {
+        match merge_engine(options) {
             "deduplicate" => Some(Pick::Latest),
             "first-row" => Some(Pick::First),
             "partial-update" => Some(Pick::LatestNonNull),
             _ => None,
         }
     }
+}
+
+/// The table's `merge-engine` option, `deduplicate` when it is not set (Paimon's default).
+pub fn merge_engine(options: &HashMap<String, String>) -> &str {
+    options.get("merge-engine").map_or("deduplicate", String::as_str)
 }
 
 /// Stored rows in (key, sequence number) order, grouped by key.

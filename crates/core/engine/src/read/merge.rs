@@ -321,7 +321,7 @@ pub(crate) async fn merged_plan_rows(
     let parts: Vec<Result<MergedBucket, Vec<Vec<Value>>>> =
         super::scan::per_split(rb, plan, full, |split, fallback, permits| {
             let (merger, table, ts, filters) = (merger.clone(), table.clone(), ts.clone(), filters.clone());
-            let full = full.to_string();
+            let (split, full) = (split.clone(), full.to_string());
             async move {
                 let own = {
                     let _permit = permits.acquire().await.expect("the semaphore is never closed");
@@ -362,7 +362,7 @@ pub(crate) async fn merged_plan_batches(
     let (merger, table, ts) = (merger.map(Arc::new), Arc::new(table.clone()), Arc::new(ts.clone()));
     let parts = super::scan::per_split(rb, plan, full, |split, fallback, permits| {
         let (merger, table, ts) = (merger.clone(), table.clone(), ts.clone());
-        let full = full.to_string();
+        let (split, full) = (split.clone(), full.to_string());
         async move {
             let _permit = permits.acquire().await.expect("the semaphore is never closed");
             let own = match &merger {

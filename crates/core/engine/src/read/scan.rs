@@ -217,7 +217,7 @@ pub(crate) async fn plan_rows(
 }
 
 /// Runs `work` on every split of `plan`, each on a task of its own, and returns their parts in
-/// split order. `work` gets the split, the crate's stream for it (for a bucket read by Paimon's
+/// split order. `work` gets the split (to clone if its task needs it), the crate's stream for it (for a bucket read by Paimon's
 /// reader) and the read's permits, one per core, which it holds while it reads. The first
 /// failure ends the read: a `JoinSet` aborts its tasks when dropped, so a read given up on stops
 /// reading.
@@ -225,7 +225,7 @@ pub(crate) async fn per_split<T, Fut>(
     rb: &paimon::ReadBuilder<'_>,
     plan: &paimon::Plan,
     full: &str,
-    work: impl Fn(paimon::DataSplit, paimon::table::ArrowRecordBatchStream, Arc<Semaphore>) -> Fut,
+    work: impl Fn(&paimon::DataSplit, paimon::table::ArrowRecordBatchStream, Arc<Semaphore>) -> Fut,
 ) -> Result<Vec<T>, EngineError>
 where
     T: Send + 'static,
@@ -237,7 +237,7 @@ where
     let n = plan.splits().len();
     for (i, split) in plan.splits().iter().enumerate() {
         let stream = read.to_arrow(std::slice::from_ref(split)).map_err(paimon_err(full, "read"))?;
-        let part = work(split.clone(), stream, permits.clone());
+        let part = work(split, stream, permits.clone());
         tasks.spawn(async move { (i, part.await) });
     }
     let mut parts: Vec<Option<T>> = (0..n).map(|_| None).collect();
