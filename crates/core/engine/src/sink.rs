@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow_schema::Schema as ArrowSchema;
-use livestate_lsm::{CommitLock, Maintainer, SharedFence};
+use livestate_lsm::{CommitLock, Level0Writer, Maintainer, SharedFence};
 use livestate_spec::{TableSpec, Value};
 use paimon::catalog::Identifier;
 use paimon::spec::Snapshot;
-use paimon::{Table, TableCommit, TableWrite};
+use paimon::{CommitMessage, Table, TableCommit, TableWrite};
 use tokio::task::JoinHandle;
 
 use crate::error::{paimon_err, EngineError};
@@ -172,13 +172,26 @@ pub(crate) struct TableSink {
     pub spend: SpendMeter,
 }
 
+/// How a writer turns rows into data files.
+enum Files {
+    /// Through the `paimon` crate's writer (the archive, an append table).
+    Crate(TableWrite),
+    /// As livestate's own level-0 files, one per bucket per commit: a state table's closed
+    /// window holds one merged row per key, so the crate's write buffer, which sorted and merged
+    /// the rows again one key at a time, had nothing left to merge (docs/formats/lsm.md).
+    Level0 {
+        writer: Level0Writer,
+        /// The table's columns (no `_VALUE_KIND`: the kinds go beside the batch).
+        columns: Arc<ArrowSchema>,
+    },
+}
+
 /// The Paimon side of a sink, which a running commit takes with it.
 struct Writer {
     table: Table,
     name: String,
-    write: TableWrite,
+    files: Files,
     commit: TableCommit,
-    schema: Arc<ArrowSchema>,
     fence: Option<SharedFence>,
     /// Rows were handed to `write` since the last commit.
     dirty: bool,
@@ -256,7 +269,14 @@ impl TableSink {
             };
         let wb =
             table.new_write_builder().with_commit_user(COMMIT_USER).map_err(paimon_err(&full, "writer"))?;
-        let write = wb.new_write().map_err(paimon_err(&full, "writer"))?;
+        let files = if tracking.is_some() {
+            Files::Level0 {
+                writer: Level0Writer::open(&table, &full).await?,
+                columns: rows::write_schema(&table, false).map_err(paimon_err(&full, "schema"))?,
+            }
+        } else {
+            Files::Crate(wb.new_write().map_err(paimon_err(&full, "writer"))?)
+        };
         let commit = wb.new_commit();
         let schema = rows::write_schema(&table, with_kind).map_err(paimon_err(&full, "schema"))?;
         let maintainer = Maintainer::new(table.clone(), full.clone(), commit_lock.clone())?
@@ -266,9 +286,8 @@ impl TableSink {
         let writer = Writer {
             table: table.clone(),
             name: full.clone(),
-            write,
+            files,
             commit,
-            schema: Arc::clone(&schema),
             fence: fence.clone(),
             dirty: false,
             spend: spend.clone(),
@@ -364,7 +383,8 @@ impl TableSink {
             return Ok(());
         }
         let w = self.writer.as_mut().expect("the archive commits in place");
-        w.dirty |= write_rows(&mut w.write, &self.table, &self.name, &self.schema, &self.pending).await?;
+        let Files::Crate(write) = &mut w.files else { unreachable!("the archive writes through the crate") };
+        w.dirty |= write_rows(write, &self.table, &self.name, &self.schema, &self.pending).await?;
         self.pending.clear();
         Ok(())
     }
@@ -400,7 +420,7 @@ impl TableSink {
         }
         self.flush().await?;
         let w = self.writer.as_mut().expect("the archive commits in place");
-        let id = commit_writer(w, None, self.position, Some(&self.commit_lock), Instant::now())
+        let id = commit_writer(w, None, None, self.position, Some(&self.commit_lock), Instant::now())
             .await?
             .map(|s| s.id());
         self.record_commit(self.position, id);
@@ -545,12 +565,23 @@ async fn commit_window(
     lock: tokio::sync::OwnedMutexGuard<()>,
 ) -> Result<Option<i64>, EngineError> {
     let started = Instant::now();
-    let mut rows = window.rows().peekable();
-    while rows.peek().is_some() {
-        let chunk: Vec<KindRow> = rows.by_ref().take(WRITE_BATCH_ROWS).collect();
-        w.dirty |= write_rows(&mut w.write, &w.table, &w.name, &w.schema, &chunk).await?;
-    }
-    let snapshot = commit_writer(w, Some(window), position, None, started).await?;
+    let Files::Level0 { writer, columns } = &mut w.files else {
+        unreachable!("a state table writes level-0 files")
+    };
+    // The whole window as one batch, so each bucket gets one file per commit (a window holds
+    // at most `MAX_WINDOW_KEYS` keys, a row each, and a removed key's delete).
+    let rows: Vec<KindRow> = window.rows().collect();
+    let messages = if rows.is_empty() {
+        Vec::new()
+    } else {
+        let kinds: Vec<paimon::spec::RowKind> = rows.iter().map(|(k, _)| *k).collect();
+        let batch = rows::to_batch(columns, &rows)
+            .map_err(|message| EngineError::Arrow { table: w.name.clone(), message })?;
+        drop(rows);
+        writer.write(&batch, &kinds).await?
+    };
+    w.dirty = !messages.is_empty();
+    let snapshot = commit_writer(w, Some(messages), Some(window), position, None, started).await?;
     let id = snapshot.as_ref().map(Snapshot::id);
     if let Some(s) = snapshot {
         let committed_at_ms = Some(i64::try_from(s.time_millis()).unwrap_or(0));
@@ -561,12 +592,14 @@ async fn commit_window(
     Ok(id)
 }
 
-/// Commits what `w` was handed (with `window`'s changelog for a state table) with identifier
-/// `position`, under the table's commit lock (`lock`, or the caller holds it); the new
-/// snapshot, `None` when nothing was handed over. The table's spend meter counts the commit,
-/// its files and the time since `started` (when its rows were first handed over).
+/// Commits what `w` was handed (a state table: the `written` level-0 files, with `window`'s
+/// changelog) with identifier `position`, under the table's commit lock (`lock`, or the caller
+/// holds it); the new snapshot, `None` when nothing was handed over. The table's spend meter
+/// counts the commit, its files and the time since `started` (when its rows were first handed
+/// over).
 async fn commit_writer(
     w: &mut Writer,
+    written: Option<Vec<CommitMessage>>,
     window: Option<&ClosedWindow>,
     position: u64,
     lock: Option<&CommitLock>,
@@ -577,7 +610,13 @@ async fn commit_writer(
         // snapshot already reflects every event below the position.
         return Ok(None);
     }
-    let mut messages = w.write.prepare_commit().await.map_err(paimon_err(&w.name, "prepare commit"))?;
+    let mut messages = match (&mut w.files, written) {
+        (_, Some(messages)) => messages,
+        (Files::Crate(write), None) => {
+            write.prepare_commit().await.map_err(paimon_err(&w.name, "prepare commit"))?
+        }
+        (Files::Level0 { .. }, None) => unreachable!("a state table commits the files its window wrote"),
+    };
     if let Some(window) = window.filter(|win| win.rules().changelog) {
         crate::changelog::attach(&w.table, &w.name, window, &mut messages).await?;
     }

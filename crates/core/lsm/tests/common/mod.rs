@@ -84,7 +84,22 @@ fn batch(rows: &[(RowKind, Row)]) -> RecordBatch {
     .unwrap()
 }
 
+/// `rows` as the table's columns alone, and their row kinds beside them (what a
+/// [`livestate_lsm::Level0Writer`] takes).
+pub fn columns_and_kinds(rows: &[(RowKind, Row)]) -> (RecordBatch, Vec<RowKind>) {
+    let b = batch(rows);
+    (b.project(&[0, 1, 2]).unwrap(), rows.iter().map(|(k, _)| *k).collect())
+}
+
 impl Harness {
+    /// Commits `messages` as one snapshot (under the shared commit lock), by the harness's
+    /// commit user with its next identifier.
+    pub async fn commit_messages(&mut self, messages: Vec<paimon::CommitMessage>) {
+        self.identifier += 1;
+        let _guard = self.lock.lock().await;
+        self.commit.commit_with_identifier(messages, self.identifier).await.unwrap();
+    }
+
     /// Writes `rows` and commits them as one snapshot (under the shared commit lock).
     pub async fn commit(&mut self, rows: &[(RowKind, Row)]) {
         if !rows.is_empty() {
