@@ -159,8 +159,9 @@ impl Level0Writer {
             }
             let batch = RecordBatch::try_new(Arc::clone(&self.physical), columns).map_err(arrow)?;
             let kind = KvFile { level: 0, ordinal: 0, source: FileSource::Append };
-            let file = kvfile::write(&self.table, &self.name, &format!("{root}/bucket-{bucket}"), &batch, kind)
-                .await?;
+            let file =
+                kvfile::write(&self.table, &self.name, &format!("{root}/bucket-{bucket}"), &batch, kind)
+                    .await?;
             // Counted as used once the file exists, committed or not, as the crate's writer
             // counts the rows of a prepared commit.
             self.next_seq.insert(bucket, base + n);

@@ -132,7 +132,10 @@ async fn a_commit_that_names_a_key_twice_is_refused_before_any_file_is_written()
     ];
     let (columns, kinds) = columns_and_kinds(&rows);
     let err = writer.write(&columns, &kinds).await.unwrap_err();
-    assert!(matches!(&err, LsmError::Refused { message, .. } if message.contains("one row per key")), "{err}");
+    assert!(
+        matches!(&err, LsmError::Refused { message, .. } if message.contains("one row per key")),
+        "{err}"
+    );
     let written = walkdir(h.table.location().trim_start_matches("file:"));
     assert!(written.iter().all(|p| !p.contains("bucket-")), "no data file: {written:?}");
     // Row kinds that do not match the rows are refused too.
