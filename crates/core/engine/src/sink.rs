@@ -175,12 +175,12 @@ pub(crate) struct TableSink {
 /// How a writer turns rows into data files.
 enum Files {
     /// Through the `paimon` crate's writer (the archive, an append table).
-    Crate(TableWrite),
+    Crate(Box<TableWrite>),
     /// As livestate's own level-0 files, one per bucket per commit: a state table's closed
     /// window holds one merged row per key, so the crate's write buffer, which sorted and merged
     /// the rows again one key at a time, had nothing left to merge (docs/formats/lsm.md).
     Level0 {
-        writer: Level0Writer,
+        writer: Box<Level0Writer>,
         /// The table's columns (no `_VALUE_KIND`: the kinds go beside the batch).
         columns: Arc<ArrowSchema>,
     },
@@ -271,11 +271,11 @@ impl TableSink {
             table.new_write_builder().with_commit_user(COMMIT_USER).map_err(paimon_err(&full, "writer"))?;
         let files = if tracking.is_some() {
             Files::Level0 {
-                writer: Level0Writer::open(&table, &full).await?,
+                writer: Box::new(Level0Writer::open(&table, &full).await?),
                 columns: rows::write_schema(&table, false).map_err(paimon_err(&full, "schema"))?,
             }
         } else {
-            Files::Crate(wb.new_write().map_err(paimon_err(&full, "writer"))?)
+            Files::Crate(Box::new(wb.new_write().map_err(paimon_err(&full, "writer"))?))
         };
         let commit = wb.new_commit();
         let schema = rows::write_schema(&table, with_kind).map_err(paimon_err(&full, "schema"))?;
