@@ -19,9 +19,19 @@ mod spec;
 
 pub use spec::{example_spec, SpecFiles};
 
-/// The repository's root.
+/// The repository's root, found when the test runs: cargo sets `CARGO_MANIFEST_DIR` for every
+/// test process it starts, and the root is the nearest directory above it with `Cargo.lock`
+/// and `examples/`. The path compiled in is only the fallback (a test binary started by hand):
+/// a build directory shared by clones at other paths (CI's and this one) reuses test binaries
+/// built in another clone, whose compiled-in path may no longer exist.
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..")
+    let at_run = std::env::var_os("CARGO_MANIFEST_DIR").and_then(|dir| {
+        Path::new(&dir)
+            .ancestors()
+            .find(|d| d.join("Cargo.lock").is_file() && d.join("examples").is_dir())
+            .map(Path::to_path_buf)
+    });
+    at_run.unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.."))
 }
 
 /// The example company's spec directory, `examples/company`.
