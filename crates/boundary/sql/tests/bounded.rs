@@ -13,7 +13,10 @@ use serde_json::{json, Value};
 /// An initialised directory of the example spec (its tables empty).
 async fn example() -> (tempfile::TempDir, Livestate) {
     let tmp = tempfile::tempdir().unwrap();
-    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../examples/company");
+    // The crate's directory as cargo gives it to the test process, not as compiled in: a build
+    // directory shared with a clone at another path reuses this binary.
+    let crate_dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let spec = Path::new(&crate_dir).join("../../../examples/company");
     let ls = Livestate::init(&tmp.path().join("d"), &spec).await.unwrap();
     (tmp, ls)
 }
