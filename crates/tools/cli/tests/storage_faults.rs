@@ -489,9 +489,9 @@ const DAMAGES: [Damage; 2] = [("bytes flipped", flip_middle), ("truncated", trun
 ///
 /// Parquet pages carry no checksum (the `parquet` crate writes none), so only a change that
 /// stops a page from decompressing or decoding can be found. A flip in the middle of a data
-/// file may land in zstd's literal bytes, which decode to other values without an error: the
-/// middle of the level-0 files livestate writes since 13d1af0 did so, where the `paimon`
-/// crate's files happened to fail.
+/// file may land in bytes that still decode, to other values (zstd's literals, say): the
+/// middle of the level-0 files livestate writes since 13d1af0 decoded without an error, where
+/// the `paimon` crate's files happened to fail.
 fn flip_page_header(file: &Path) {
     let mut bytes = std::fs::read(file).unwrap();
     assert_eq!(&bytes[..4], b"PAR1", "{} is a parquet file", file.display());
