@@ -14,7 +14,7 @@ use std::sync::Arc;
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::Json;
 use livestate_engine::At;
-use livestate_spec::{CompanySpec, DecisionKind, Event, EventEnvelope, Merger, Value as SpecValue};
+use livestate_spec::{CompanySpec, DecisionKind, Event, Merger, Value as SpecValue};
 
 use crate::auth::Permission;
 use crate::error::ApiError;
@@ -233,14 +233,7 @@ fn carry_forward(
                         break;
                     }
                     let offset = ev.offset;
-                    let env = EventEnvelope {
-                        id: ev.id,
-                        event_type: ev.event_type,
-                        occurred_at: ev.occurred_at,
-                        data: ev.data,
-                        causation: ev.causation,
-                    };
-                    let Ok(event) = Event::decode(env, spec) else { continue };
+                    let Ok(event) = Event::decode(ev.event, spec) else { continue };
                     let Ok(ops) = event.row_ops_with(spec, offset, &fetch) else { continue };
                     for op in ops {
                         let ts = spec.table(&op.table).expect("a mapped table");

@@ -148,7 +148,7 @@ impl Shared {
             .record()
             .get(p.created_offset)?
             .ok_or_else(|| ApiError::internal("the proposal's event is missing from the record"))?;
-        let text = ev.data.get("document").and_then(serde_json::Value::as_str).unwrap_or("{}");
+        let text = ev.event.data.get("document").and_then(serde_json::Value::as_str).unwrap_or("{}");
         serde_json::from_str(text).map_err(|e| ApiError::internal(format!("proposal document: {e}")))
     }
 

@@ -502,13 +502,14 @@ pub(crate) async fn audit_of(s: &Arc<Shared>, id: &str) -> Result<Audit, ApiErro
         for (table, key) in touched_keys(&s, &ev) {
             followed_keys.insert((table, key));
         }
+        let e = ev.event;
         caused_events.push(CausedEvent {
             offset: ev.offset,
-            id: ev.id,
-            event_type: ev.event_type,
-            occurred_at: ev.occurred_at,
-            causation: ev.causation,
-            data: ev.data,
+            id: e.id,
+            event_type: e.event_type,
+            occurred_at: e.occurred_at,
+            causation: e.causation,
+            data: e.data,
         });
     }
     let mut state_after = Vec::new();
@@ -536,14 +537,7 @@ pub(crate) async fn audit_of(s: &Arc<Shared>, id: &str) -> Result<Audit, ApiErro
 
 /// The (table, key) pairs an event's mappings write.
 fn touched_keys(s: &Shared, ev: &livestate_record::RecordedEvent) -> Vec<(String, String)> {
-    let env = EventEnvelope {
-        id: ev.id.clone(),
-        event_type: ev.event_type.clone(),
-        occurred_at: ev.occurred_at.clone(),
-        data: ev.data.clone(),
-        causation: ev.causation.clone(),
-    };
-    let Ok(event) = Event::decode(env, s.ls.spec()) else { return Vec::new() };
+    let Ok(event) = Event::decode(ev.event.clone(), s.ls.spec()) else { return Vec::new() };
     let index = s.ls.index();
     let fetch = |table: &str, key: &[livestate_spec::Value]| {
         index.get(table, &livestate_engine::index::key_bytes(key.iter())).ok().flatten()

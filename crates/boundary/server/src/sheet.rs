@@ -162,7 +162,7 @@ pub(crate) fn instant(
         let batch = s.ls.record().read(at, (to - at).min(2048) as usize)?;
         let Some(last) = batch.last() else { break };
         for ev in batch.iter().filter(|e| e.offset < to) {
-            if s.ls.spec().mappings_for(&ev.event_type).any(|m| m.table == table) {
+            if s.ls.spec().mappings_for(&ev.event.event_type).any(|m| m.table == table) {
                 return Ok(Some(from));
             }
         }

@@ -88,7 +88,7 @@ fn word<T: serde::de::DeserializeOwned>(ev: &RecordedEvent, field: &str) -> Resu
 }
 
 fn text(ev: &RecordedEvent, field: &str) -> Result<String, StoreError> {
-    match ev.data.get(field) {
+    match ev.event.data.get(field) {
         Some(serde_json::Value::String(s)) => Ok(s.clone()),
         _ => {
             Err(StoreError::Event { offset: ev.offset, message: format!("field `{field}` is not a string") })
@@ -144,7 +144,7 @@ impl Store {
         // Proposals changed in this batch, so a decision right after its creation sees it.
         let mut touched: std::collections::HashMap<String, ProposalEntry> = Default::default();
         for ev in &events {
-            match ev.event_type.as_str() {
+            match ev.event.event_type.as_str() {
                 PROPOSAL_CREATED => {
                     let p = ProposalEntry {
                         id: text(ev, "proposal_id")?,
@@ -154,7 +154,7 @@ impl Store {
                         summary: text(ev, "summary")?,
                         risk_level: word(ev, "risk_level")?,
                         status: ProposalStatus::Pending,
-                        created_at: ev.occurred_at.clone(),
+                        created_at: ev.event.occurred_at.clone(),
                         created_offset: ev.offset,
                         decision: None,
                     };
@@ -176,14 +176,14 @@ impl Store {
                         continue;
                     }
                     let decision: ProposalStatus = word(ev, "decision")?;
-                    let reason = match ev.data.get("reason") {
+                    let reason = match ev.event.data.get("reason") {
                         Some(serde_json::Value::String(s)) => Some(s.clone()),
                         _ => None,
                     };
                     let d = Decision {
                         decision,
                         decided_by: text(ev, "decided_by")?,
-                        decided_at: ev.occurred_at.clone(),
+                        decided_at: ev.event.occurred_at.clone(),
                         reason,
                         offset: ev.offset,
                     };
@@ -212,9 +212,9 @@ impl Store {
                 }
                 _ => {}
             }
-            if let Some(c) = &ev.causation {
+            if let Some(c) = &ev.event.causation {
                 if touched.contains_key(c) || self.proposals.contains_key(c.as_bytes())? {
-                    batch.insert(&self.caused, pair(c, ev.offset), ev.event_type.as_bytes());
+                    batch.insert(&self.caused, pair(c, ev.offset), ev.event.event_type.as_bytes());
                 }
             }
         }

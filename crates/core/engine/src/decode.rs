@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use livestate_record::{Record, RecordedEvent};
-use livestate_spec::{CompanySpec, Event, EventEnvelope, Value};
+use livestate_spec::{CompanySpec, Event, Value};
 
 use crate::error::EngineError;
 use crate::schema::archive_row;
@@ -42,15 +42,8 @@ pub(crate) struct Decoded {
 pub(crate) fn decode(ev: RecordedEvent, spec: &CompanySpec) -> Result<Decoded, EngineError> {
     let (offset, recorded_at_ms) = (ev.offset, ev.recorded_at_ms);
     let archive = archive_row(&ev);
-    let envelope = EventEnvelope {
-        id: ev.id,
-        event_type: ev.event_type,
-        occurred_at: ev.occurred_at,
-        data: ev.data,
-        causation: ev.causation,
-    };
     // Mappings were dry-run when the event was emitted; the derivers run them once, for real.
-    let event = Event::decode(envelope, spec)
+    let event = Event::decode(ev.event, spec)
         .map_err(|e| EngineError::Derivation { offset, message: e.to_string() })?;
     Ok(Decoded { offset, recorded_at_ms, event, archive })
 }

@@ -40,7 +40,7 @@ mod window;
 use std::collections::HashMap;
 use std::path::Path;
 
-use livestate_record::{Appended, NewEvent, Record, RecordedEvent};
+use livestate_record::{Appended, Record, RecordedEvent};
 use livestate_spec::{CompanySpec, Event, EventEnvelope};
 use paimon::Catalog as _;
 
@@ -347,21 +347,8 @@ impl Livestate {
     fn append_checked(&self, events: Vec<(usize, Event)>) -> Result<Vec<(usize, Appended)>, EngineError> {
         // Each event's data is written as JSON once: the record stores the text, the archive
         // row carries a copy.
-        let mut news = Vec::with_capacity(events.len());
-        let mut data = Vec::with_capacity(events.len());
-        for (_, ev) in &events {
-            let mut text = Vec::with_capacity(256);
-            ev.write_data_json(&mut text);
-            let json = String::from_utf8(text).expect("JSON text is UTF-8");
-            data.push(json.clone());
-            news.push(NewEvent::with_data_json(
-                ev.id.clone(),
-                ev.event_type.clone(),
-                ev.occurred_at_text(),
-                ev.causation.clone(),
-                json,
-            )?);
-        }
+        let news: Vec<_> = events.iter().map(|(_, ev)| ev.stored_envelope()).collect();
+        let data: Vec<String> = news.iter().map(|n| n.data.as_str().to_string()).collect();
         // Flow control: a moment for following derivers to take what the tail would drop.
         self.tail.wait_for_room(news.len());
         let (out, recorded_at_ms) = self.record.append_timed(news)?;

@@ -138,17 +138,10 @@ pub fn archive_schema() -> paimon::Result<Schema> {
 
 /// The archive row of a recorded event.
 pub fn archive_row(ev: &RecordedEvent) -> Vec<Value> {
-    let occurred = parse_timestamp(&ev.occurred_at).map_or(Value::Null, Value::Timestamp);
-    let data = serde_json::to_string(&ev.data).expect("serialising JSON into memory cannot fail");
-    archive_row_of(
-        ev.offset,
-        &ev.id,
-        &ev.event_type,
-        occurred,
-        ev.recorded_at_ms,
-        ev.causation.as_deref(),
-        data,
-    )
+    let e = &ev.event;
+    let occurred = parse_timestamp(&e.occurred_at).map_or(Value::Null, Value::Timestamp);
+    let data = serde_json::to_string(&e.data).expect("serialising JSON into memory cannot fail");
+    archive_row_of(ev.offset, &e.id, &e.event_type, occurred, ev.recorded_at_ms, e.causation.as_deref(), data)
 }
 
 /// The archive row of the event at `offset` from its parts; `data` is the JSON text of the

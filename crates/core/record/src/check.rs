@@ -88,7 +88,7 @@ impl Record {
             expected = offset + 1;
             match crate::RecordedEvent::decode(offset, &v) {
                 Ok(ev) => {
-                    ids_of_events.insert(ev.id, offset);
+                    ids_of_events.insert(ev.event.id, offset);
                 }
                 Err(e) => problems.push(format!("{}: {e}", at("events"))),
             }

@@ -37,10 +37,6 @@ pub enum RecordError {
     /// A stored entry could not be decoded: the record is damaged or was written by a newer version.
     #[error("record entry at offset {offset} is unreadable: {reason}")]
     Corrupt { offset: u64, reason: String },
-    /// An event's `data` text given to [`crate::NewEvent::with_data_json`] is not one JSON
-    /// object; nothing was appended.
-    #[error("event `{id}`: its data is not stored: {reason}")]
-    BadData { id: String, reason: String },
     /// An event id was recorded before with different content.
     #[error("event id `{id}` was already recorded at offset {offset} with different content")]
     IdConflict { id: String, offset: u64 },
@@ -76,7 +72,6 @@ impl RecordError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             RecordError::IdConflict { .. } => ErrorKind::Conflict,
-            RecordError::BadData { .. } => ErrorKind::Input,
             RecordError::WriteFailed { .. } | RecordError::Poisoned { .. } => ErrorKind::Unavailable,
             RecordError::Store { .. } | RecordError::Damaged { .. } | RecordError::Corrupt { .. } => {
                 ErrorKind::Internal

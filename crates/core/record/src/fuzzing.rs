@@ -1,9 +1,9 @@
 //! What the `event_decoder` fuzz target in `fuzz/` calls, kept here so a stable test can replay
 //! every input it found (`tests/fuzz_regressions.rs`) without cargo-fuzz.
 
-use livestate_spec::{CompanySpec, Event, EventEnvelope};
+use livestate_spec::{CompanySpec, DataJson, Event};
 
-use crate::entry::{NewEvent, RecordedEvent};
+use crate::entry::RecordedEvent;
 
 /// Feeds `bytes` to the event path end to end and returns how many event lines were accepted:
 ///
@@ -29,28 +29,20 @@ pub fn event_input(spec: &CompanySpec, bytes: &[u8]) -> usize {
         accepted += 1;
         let env = event.envelope();
         // The data text the engine writes from the typed event is the map's, byte for byte.
-        let mut data_json = Vec::new();
-        event.write_data_json(&mut data_json);
-        let data_json = String::from_utf8(data_json).expect("JSON text is UTF-8");
+        let new = event.stored_envelope();
         assert_eq!(
-            data_json,
-            serde_json::to_string(&env.data).expect("serialising JSON into memory cannot fail"),
+            new.data,
+            DataJson::of(&env.data),
             "{line:?}: the typed event's data text differs from its envelope's"
         );
-        let new = NewEvent::with_data_json(env.id, env.event_type, env.occurred_at, env.causation, data_json)
-            .unwrap_or_else(|e| panic!("accepted {line:?}, but its data text is refused: {e}"));
+        DataJson::parse(new.data.as_str().to_string())
+            .unwrap_or_else(|e| panic!("accepted {line:?}, but its data text is not one object: {e}"));
         let offset = i as u64;
         let stored = RecordedEvent::decode(offset, &RecordedEvent::encode(&new, 1_772_438_400_000))
             .unwrap_or_else(|e| panic!("accepted {line:?}, but its stored entry does not decode: {e}"));
-        assert!(new.same_content(&stored), "{line:?} changed in the record: {stored:?}");
-        let envelope = EventEnvelope {
-            id: stored.id,
-            event_type: stored.event_type,
-            occurred_at: stored.occurred_at,
-            data: stored.data,
-            causation: stored.causation,
-        };
-        let derived = Event::decode(envelope, spec)
+        assert!(stored.same_content(&new), "{line:?} changed in the record: {stored:?}");
+        assert_eq!(stored.event, env, "{line:?} reads back from the record as another envelope");
+        let derived = Event::decode(stored.event, spec)
             .unwrap_or_else(|e| panic!("accepted {line:?}, but derivation refuses it: {e}"));
         assert_eq!(derived, event, "{line:?} reads back from the record as another event");
         if let Err(e) = derived.row_ops_with(spec, offset, &|_, _| None) {
@@ -63,14 +55,7 @@ pub fn event_input(spec: &CompanySpec, bytes: &[u8]) -> usize {
 /// Decodes `bytes` as a stored entry; one that decodes must survive re-encoding.
 fn stored_entry(bytes: &[u8]) {
     let Ok(ev) = RecordedEvent::decode(3, bytes) else { return };
-    let new = NewEvent::new(
-        ev.id.clone(),
-        ev.event_type.clone(),
-        ev.occurred_at.clone(),
-        ev.causation.clone(),
-        &ev.data,
-    );
-    let again = RecordedEvent::decode(3, &RecordedEvent::encode(&new, ev.recorded_at_ms))
+    let again = RecordedEvent::decode(3, &RecordedEvent::encode(&ev.event.to_stored(), ev.recorded_at_ms))
         .unwrap_or_else(|e| panic!("a decoded entry does not decode once re-encoded: {e}"));
     assert_eq!(again, ev, "a decoded entry changed when re-encoded");
 }

@@ -7,11 +7,17 @@
 //! reopened; [`check_record`] checks every stored file and entry (`livestate verify`).
 //!
 //! ```
-//! use livestate_record::{NewEvent, Record};
+//! use livestate_record::Record;
+//! use livestate_spec::{DataJson, EventEnvelope};
 //! let dir = tempfile::tempdir().unwrap();
 //! let record = Record::open(dir.path()).unwrap();
-//! let data = serde_json::Map::new();
-//! let ev = NewEvent::new("e1", "inventory.stock_counted", "2026-01-01T00:00:00.000Z", None, &data);
+//! let ev = EventEnvelope {
+//!     id: "e1".into(),
+//!     event_type: "inventory.stock_counted".into(),
+//!     occurred_at: "2026-01-01T00:00:00.000Z".into(),
+//!     data: DataJson::of(&serde_json::Map::new()),
+//!     causation: None,
+//! };
 //! let first = record.append(vec![ev.clone()]).unwrap();
 //! let again = record.append(vec![ev]).unwrap();
 //! assert_eq!(first[0].offset, again[0].offset);
@@ -29,7 +35,7 @@ mod record;
 mod store_check;
 
 pub use check::{check_record, RecordCheck};
-pub use entry::{NewEvent, RecordedEvent, ENTRY_VERSION};
+pub use entry::{RecordedEvent, ENTRY_VERSION};
 pub use error::{FileProblem, RecordError};
 pub use memory::StoreMemory;
 pub use record::{Appended, Record, RecordStats};

@@ -7,7 +7,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use fjall::config::{PartitioningPolicy, PinningPolicy};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
-use crate::entry::{NewEvent, RecordedEvent};
+use livestate_spec::{DataJson, EventEnvelope};
+
+use crate::entry::RecordedEvent;
 use crate::error::{describe, is_out_of_space, RecordError};
 use crate::memory::StoreMemory;
 use crate::store_check::{read_error, store_error};
@@ -51,7 +53,7 @@ pub(crate) struct Inner {
 struct State {
     next_offset: u64,
     last_recorded_ms: i64,
-    queue: Vec<(u64, Vec<NewEvent>)>,
+    queue: Vec<(u64, Vec<EventEnvelope<DataJson>>)>,
     next_ticket: u64,
     leader: bool,
     results: HashMap<u64, Result<(Vec<Appended>, i64), RecordError>>,
@@ -199,7 +201,7 @@ impl Record {
     /// [`RecordError::Poisoned`] until it is reopened: after a failed fsync the state of the
     /// written bytes is unknown, so the write is never retried in place. Whether a failed
     /// request is on disk is settled by the next open; re-sending its events (same ids) is safe.
-    pub fn append(&self, events: Vec<NewEvent>) -> Result<Vec<Appended>, RecordError> {
+    pub fn append(&self, events: Vec<EventEnvelope<DataJson>>) -> Result<Vec<Appended>, RecordError> {
         Ok(self.append_timed(events)?.0)
     }
 
@@ -209,7 +211,10 @@ impl Record {
     ///
     /// # Errors
     /// As [`Record::append`].
-    pub fn append_timed(&self, events: Vec<NewEvent>) -> Result<(Vec<Appended>, i64), RecordError> {
+    pub fn append_timed(
+        &self,
+        events: Vec<EventEnvelope<DataJson>>,
+    ) -> Result<(Vec<Appended>, i64), RecordError> {
         if events.is_empty() {
             return Ok((Vec::new(), chrono::Utc::now().timestamp_millis()));
         }
@@ -350,7 +355,7 @@ impl Inner {
     /// leader, so they stay dense and ordered.
     fn commit_group(
         &self,
-        group: Vec<(u64, Vec<NewEvent>)>,
+        group: Vec<(u64, Vec<EventEnvelope<DataJson>>)>,
         start: u64,
         last_ms: i64,
     ) -> Result<GroupOk, (Vec<u64>, fjall::Error)> {
@@ -361,7 +366,7 @@ impl Inner {
         let mut next = start;
         // Sized for the whole group at once: grown by doubling, its rehashes were about a tenth
         // of an append's CPU in a profile of 1,000-event appends.
-        let mut in_group: HashMap<String, (u64, NewEvent)> =
+        let mut in_group: HashMap<String, (u64, EventEnvelope<DataJson>)> =
             HashMap::with_capacity(group.iter().map(|(_, events)| events.len()).sum());
         let mut results = Vec::with_capacity(group.len());
         let mut wrote = false;
@@ -397,11 +402,11 @@ impl Inner {
 
     fn plan_request(
         &self,
-        events: &[NewEvent],
+        events: &[EventEnvelope<DataJson>],
         mut next: u64,
-        in_group: &HashMap<String, (u64, NewEvent)>,
+        in_group: &HashMap<String, (u64, EventEnvelope<DataJson>)>,
     ) -> Result<Vec<Appended>, RecordError> {
-        let mut local: HashMap<&str, (u64, &NewEvent)> = HashMap::with_capacity(events.len());
+        let mut local: HashMap<&str, (u64, &EventEnvelope<DataJson>)> = HashMap::with_capacity(events.len());
         let mut out = Vec::with_capacity(events.len());
         for ev in events {
             let prior = if let Some((o, e)) = local.get(ev.id.as_str()) {
@@ -423,7 +428,7 @@ impl Inner {
                                 offset: o,
                                 reason: "indexed event is missing".into(),
                             })?;
-                        Some((o, ev.same_content(&RecordedEvent::decode(o, &stored)?)))
+                        Some((o, RecordedEvent::decode(o, &stored)?.same_content(ev)))
                     }
                     None => None,
                 }
@@ -446,16 +451,14 @@ impl Inner {
 mod tests {
     use super::*;
 
-    fn ev(i: u64) -> NewEvent {
-        let mut data = serde_json::Map::new();
-        data.insert("qty".into(), serde_json::json!(i));
-        NewEvent::new(
-            format!("evt-{i:08}"),
-            "inventory.stock_counted",
-            "2026-01-01T00:00:00.000Z",
-            None,
-            &data,
-        )
+    fn ev(i: u64) -> EventEnvelope<DataJson> {
+        EventEnvelope {
+            id: format!("evt-{i:08}"),
+            event_type: "inventory.stock_counted".into(),
+            occurred_at: "2026-01-01T00:00:00.000Z".into(),
+            data: DataJson::parse(format!(r#"{{"qty":{i}}}"#)).unwrap(),
+            causation: None,
+        }
     }
 
     #[test]
@@ -496,7 +499,7 @@ mod tests {
         let r = Record::open(dir.path()).unwrap();
         assert_eq!(r.inner.events.config.filter_block_pinning_policy, events_pinning());
         assert_eq!(r.inner.events.config.index_block_pinning_policy, events_pinning());
-        assert_eq!(r.get(2_500).unwrap().map(|e| e.id), Some("evt-00002500".to_string()));
+        assert_eq!(r.get(2_500).unwrap().map(|e| e.event.id), Some("evt-00002500".to_string()));
     }
 
     #[test]
@@ -514,7 +517,7 @@ mod tests {
         // Re-sent ids (every 97th, across the whole key range) are duplicates at their offsets;
         // new ids are appended after the last.
         let resent: Vec<u64> = (0..n).step_by(97).collect();
-        let mut batch: Vec<NewEvent> = resent.iter().map(|&i| ev(i)).collect();
+        let mut batch: Vec<EventEnvelope<DataJson>> = resent.iter().map(|&i| ev(i)).collect();
         batch.extend((n..n + 10).map(ev));
         let out = r.append(batch).unwrap();
         for (a, &i) in out.iter().zip(&resent) {

@@ -1,11 +1,12 @@
 use std::sync::Arc;
 
-use livestate_record::{NewEvent, Record, RecordError};
+use livestate_record::{Record, RecordError};
+use livestate_spec::{DataJson, EventEnvelope};
 
-fn ev(id: &str, qty: i64) -> NewEvent {
-    let mut data = serde_json::Map::new();
-    data.insert("qty".into(), serde_json::json!(qty));
-    NewEvent::new(id, "inventory.stock_counted", "2026-01-01T00:00:00.000Z", None, &data)
+mod common;
+
+fn ev(id: &str, qty: i64) -> EventEnvelope<DataJson> {
+    common::event(id, serde_json::json!({"qty": qty}))
 }
 
 #[test]
@@ -22,8 +23,8 @@ fn offsets_are_dense_and_survive_reopen() {
     assert_eq!(out[0].offset, 5);
     let all = r.read(0, 100).unwrap();
     assert_eq!(all.len(), 6);
-    assert_eq!(all[3].id, "e3");
-    assert_eq!(all[3].data["qty"], serde_json::json!(3));
+    assert_eq!(all[3].event.id, "e3");
+    assert_eq!(all[3].event.data["qty"], serde_json::json!(3));
     assert_eq!(r.read(4, 1).unwrap()[0].offset, 4);
     assert_eq!(r.offset_of("e2").unwrap(), Some(2));
 }

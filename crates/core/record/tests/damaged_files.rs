@@ -3,13 +3,16 @@
 
 use std::path::{Path, PathBuf};
 
-use livestate_record::{check_files, check_record, NewEvent, Record, RecordError};
+use livestate_record::{check_files, check_record, Record, RecordError};
+use livestate_spec::{DataJson, EventEnvelope};
 
-fn ev(i: u64) -> NewEvent {
-    let mut data = serde_json::Map::new();
-    data.insert("qty".into(), serde_json::json!(i));
-    data.insert("note".into(), serde_json::json!(format!("event number {i} with some text to fill blocks")));
-    NewEvent::new(format!("e{i}"), "inventory.stock_counted", "2026-01-01T00:00:00.000Z", None, &data)
+mod common;
+
+fn ev(i: u64) -> EventEnvelope<DataJson> {
+    common::event(
+        format!("e{i}"),
+        serde_json::json!({"qty": i, "note": format!("event number {i} with some text to fill blocks")}),
+    )
 }
 
 /// A record of `n` events, moved from the journal into table files.

@@ -10,6 +10,8 @@
 use livestate_record::memory::{database, WORKER_THREADS};
 use livestate_record::Record;
 
+mod common;
+
 /// Threads of this process that fjall named as its workers.
 fn fjall_workers() -> usize {
     std::fs::read_dir("/proc/self/task")
@@ -39,15 +41,7 @@ fn each_store_runs_three_background_workers_whatever_the_core_count() {
     assert_eq!(settled_workers(WORKER_THREADS), WORKER_THREADS, "the record");
     let other = database(&dir.path().join("other"), 1 << 20).open().unwrap();
     assert_eq!(settled_workers(2 * WORKER_THREADS), 2 * WORKER_THREADS, "the record and a second store");
-    let mut data = serde_json::Map::new();
-    data.insert("qty".into(), serde_json::json!(1));
-    let ev = livestate_record::NewEvent::new(
-        "e-1",
-        "inventory.stock_counted",
-        "2026-01-01T00:00:00.000Z",
-        None,
-        &data,
-    );
+    let ev = common::event("e-1", serde_json::json!({"qty": 1}));
     assert_eq!(record.append(vec![ev]).unwrap()[0].offset, 0);
     assert_eq!(record.read(0, 10).unwrap().len(), 1);
     drop(other);

@@ -24,17 +24,76 @@ pub const MAX_LINE_BYTES: usize = 4 << 20;
 /// for good, so it is refused when emitted.
 pub const MAX_FUTURE_SKEW: chrono::TimeDelta = chrono::TimeDelta::days(1);
 
-/// The wire form of an event: `{"id","type","occurred_at","data":{...},"causation"?}`.
+/// An event's `data` as modules send it: one JSON object.
+pub type EventData = serde_json::Map<String, serde_json::Value>;
+
+/// An event's envelope, `{"id","type","occurred_at","data":{...},"causation"?}`: the one type
+/// every layer passes an event in before it is typed ([`Event`]).
+///
+/// `D` is how `data` is held. As a map ([`EventData`], the default) it is the wire form modules
+/// send and the form the record's reads return. As [`DataJson`], the JSON text the record
+/// stores, it is what the record appends: an event serialised once on its way in is never
+/// parsed again to be stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct EventEnvelope {
+pub struct EventEnvelope<D = EventData> {
     pub id: String,
     #[serde(rename = "type")]
     pub event_type: String,
     pub occurred_at: String,
-    pub data: serde_json::Map<String, serde_json::Value>,
+    pub data: D,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub causation: Option<String>,
+}
+
+impl EventEnvelope {
+    /// The same envelope with `data` as the JSON text the record stores (`serde_json`'s
+    /// compact writing of the map, keys sorted).
+    pub fn to_stored(&self) -> EventEnvelope<DataJson> {
+        EventEnvelope {
+            id: self.id.clone(),
+            event_type: self.event_type.clone(),
+            occurred_at: self.occurred_at.clone(),
+            data: DataJson::of(&self.data),
+            causation: self.causation.clone(),
+        }
+    }
+}
+
+/// An event's `data` as the JSON text of one object: the bytes the record stores. Built from a
+/// map, from a typed event ([`Event::stored_envelope`]), or from text checked to be one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataJson(String);
+
+impl DataJson {
+    /// The text of `data`, compact with sorted keys, as `serde_json` writes a map.
+    pub fn of(data: &EventData) -> DataJson {
+        DataJson(serde_json::to_string(data).expect("serialising JSON into memory cannot fail"))
+    }
+
+    /// `text`, once checked to be one JSON object (a scan that builds nothing). Stored as it
+    /// is: write it compact with sorted keys, as `serde_json` writes a map, to keep the record's
+    /// entries canonical.
+    ///
+    /// # Errors
+    /// Why the text is not one JSON object.
+    pub fn parse(text: String) -> Result<DataJson, String> {
+        serde_json::from_str::<serde::de::IgnoredAny>(&text).map_err(|e| e.to_string())?;
+        if !text.starts_with('{') {
+            return Err("not a JSON object".into());
+        }
+        Ok(DataJson(text))
+    }
+
+    /// The JSON text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The object as a map (the text is one object by construction).
+    pub fn to_map(&self) -> EventData {
+        serde_json::from_str(&self.0).expect("a DataJson holds one JSON object")
+    }
 }
 
 /// An event line as [`Event::parse_line`] reads it: `data` is kept as its JSON text and typed
@@ -212,6 +271,21 @@ impl Event {
                 .filter(|(_, v)| !v.is_null())
                 .map(|(k, v)| (k.clone(), v.to_json()))
                 .collect(),
+            causation: self.causation.clone(),
+        }
+    }
+
+    /// The envelope the record appends for this event: [`Event::envelope`] with its `data`
+    /// written straight from the typed values as JSON text ([`Event::write_data_json`]), never
+    /// through a map.
+    pub fn stored_envelope(&self) -> EventEnvelope<DataJson> {
+        let mut text = Vec::with_capacity(256);
+        self.write_data_json(&mut text);
+        EventEnvelope {
+            id: self.id.clone(),
+            event_type: self.event_type.clone(),
+            occurred_at: self.occurred_at_text(),
+            data: DataJson(String::from_utf8(text).expect("JSON text is UTF-8")),
             causation: self.causation.clone(),
         }
     }
@@ -437,6 +511,30 @@ mod tests {
             "data": {"item": "bolt", "qty": 1}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn data_text_that_is_not_one_json_object_is_refused_by_name() {
+        for (text, why) in
+            [("[1]", "not a JSON object"), ("{\"a\":", "EOF"), ("{} {}", "trailing"), ("", "EOF")]
+        {
+            let e = DataJson::parse(text.into()).unwrap_err();
+            assert!(e.contains(why), "{text:?}: {e}");
+        }
+        assert_eq!(DataJson::parse(r#"{"a":1}"#.into()).unwrap().as_str(), r#"{"a":1}"#);
+    }
+
+    #[test]
+    fn the_stored_envelope_of_an_event_is_its_envelope_with_the_data_text_of_the_map() {
+        let spec = spec();
+        let mut env = at("2026-03-02T08:00:00Z");
+        env.causation = Some("c1".into());
+        let event = Event::check(env, &spec).unwrap();
+        let stored = event.stored_envelope();
+        let expected = event.envelope().to_stored();
+        assert_eq!(stored, expected);
+        assert_eq!(stored.data.as_str(), r#"{"item":"bolt","qty":1}"#);
+        assert_eq!(stored.data.to_map(), event.envelope().data);
     }
 
     #[test]

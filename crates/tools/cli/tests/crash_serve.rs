@@ -70,7 +70,7 @@ struct Model {
 
 impl Model {
     fn apply(&mut self, e: &RecordedEvent) {
-        let d = &e.data;
+        let d = &e.event.data;
         let get = |f: &str| d.get(f).cloned().unwrap_or(Value::Null);
         let stock_key = || key_of(&[&get("item"), &get("location")]);
         let set_stock = |t: &mut BTreeMap<&'static str, Projection>, cols: &[(usize, &str)]| {
@@ -84,10 +84,10 @@ impl Model {
             t.entry("item_first_seen")
                 .or_default()
                 .entry(key_of(&[&get("item")]))
-                .or_insert_with(|| vec![json!(e.id)]);
+                .or_insert_with(|| vec![json!(e.event.id)]);
         };
         let t = &mut self.tables;
-        match e.event_type.as_str() {
+        match e.event.event_type.as_str() {
             "inventory.stock_counted" => {
                 set_stock(t, &[(0, "on_hand")]);
                 first_seen(t);
@@ -476,42 +476,42 @@ fn read_record(dir: &Path) -> Vec<RecordedEvent> {
     for (i, e) in events.iter().enumerate() {
         assert_eq!(e.offset, i as u64, "offsets are dense");
     }
-    let ids: BTreeSet<&str> = events.iter().map(|e| e.id.as_str()).collect();
+    let ids: BTreeSet<&str> = events.iter().map(|e| e.event.id.as_str()).collect();
     assert_eq!(ids.len(), events.len(), "every id is in the record once");
     events
 }
 
 fn check_record(events: &[RecordedEvent], stream: &[Value], ledger: &Ledger) {
-    let by_id: HashMap<&str, &RecordedEvent> = events.iter().map(|e| (e.id.as_str(), e)).collect();
+    let by_id: HashMap<&str, &RecordedEvent> = events.iter().map(|e| (e.event.id.as_str(), e)).collect();
     let sent: HashMap<&str, &Value> = stream.iter().map(|e| (e["id"].as_str().unwrap(), e)).collect();
     for e in &stream[..ledger.acked_events] {
         let id = e["id"].as_str().unwrap();
         let got = by_id.get(id).unwrap_or_else(|| panic!("acknowledged event {id} is not in the record"));
-        assert_eq!(got.event_type, e["type"].as_str().unwrap(), "{id}");
-        assert_eq!(Value::Object(got.data.clone()), e["data"], "{id} holds what was sent");
+        assert_eq!(got.event.event_type, e["type"].as_str().unwrap(), "{id}");
+        assert_eq!(Value::Object(got.event.data.clone()), e["data"], "{id} holds what was sent");
     }
     for e in events {
-        if e.event_type.starts_with("decisions.") {
+        if e.event.event_type.starts_with("decisions.") {
             continue;
         }
-        assert!(sent.contains_key(e.id.as_str()), "the record holds {} which nobody sent", e.id);
+        assert!(sent.contains_key(e.event.id.as_str()), "the record holds {} which nobody sent", e.event.id);
     }
     let created: BTreeSet<&str> = events
         .iter()
-        .filter(|e| e.event_type == "decisions.proposal_created")
-        .map(|e| e.data["proposal_id"].as_str().unwrap())
+        .filter(|e| e.event.event_type == "decisions.proposal_created")
+        .map(|e| e.event.data["proposal_id"].as_str().unwrap())
         .collect();
     for id in ledger.proposals.keys() {
         assert!(created.contains(id.as_str()), "acknowledged proposal {id} is not in the record");
     }
     let decided: BTreeMap<&str, &str> = events
         .iter()
-        .filter(|e| e.event_type == "decisions.proposal_decided")
-        .map(|e| (e.data["proposal_id"].as_str().unwrap(), e.data["decision"].as_str().unwrap()))
+        .filter(|e| e.event.event_type == "decisions.proposal_decided")
+        .map(|e| (e.event.data["proposal_id"].as_str().unwrap(), e.event.data["decision"].as_str().unwrap()))
         .collect();
     assert_eq!(
         decided.len(),
-        events.iter().filter(|e| e.event_type == "decisions.proposal_decided").count(),
+        events.iter().filter(|e| e.event.event_type == "decisions.proposal_decided").count(),
         "one decision per proposal"
     );
     for (id, d) in &ledger.decisions {
@@ -771,7 +771,7 @@ async fn kill_9_of_serve_under_load_loses_nothing_acknowledged_and_every_table_a
     assert!(l.events_in_doubt.is_none() && l.proposal_in_doubt.is_none() && l.decision_in_doubt.is_none());
     let events = read_record(&dir);
     check_record(&events, &stream, &l);
-    let sent_events = events.iter().filter(|e| !e.event_type.starts_with("decisions.")).count();
+    let sent_events = events.iter().filter(|e| !e.event.event_type.starts_with("decisions.")).count();
     assert_eq!(sent_events, l.acked_events, "the record holds exactly the events sent, each once");
     let mut seen = livestate_reads(&dir);
     for s in &seen {

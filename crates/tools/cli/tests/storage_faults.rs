@@ -151,7 +151,7 @@ fn recorded_ids(dir: &Path) -> Vec<String> {
         assert_eq!(e.offset, i as u64, "offsets are dense");
     }
     assert_eq!(record.next_offset(), events.len() as u64);
-    events.into_iter().map(|e| e.id).collect()
+    events.into_iter().map(|e| e.event.id).collect()
 }
 
 /// Offsets printed by `emit` (one per line acknowledged).
