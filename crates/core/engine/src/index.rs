@@ -370,6 +370,16 @@ impl Index {
         IndexView { index: self, started: self.applied.load(Ordering::SeqCst) }
     }
 
+    /// About how many rows `table` holds, without reading them: the entries of its store's
+    /// files and unflushed writes, counting a key written again before compaction merged it
+    /// more than once (so at least the number of rows).
+    ///
+    /// # Errors
+    /// An unknown table.
+    pub fn approximate_rows(&self, table: &str) -> Result<usize, EngineError> {
+        Ok(self.table(table)?.rows.approximate_len())
+    }
+
     /// Every row indexed for `table`, in key-byte order.
     ///
     /// # Errors

@@ -88,6 +88,77 @@ proptest! {
     }
 }
 
+/// A directory whose `stock` holds `n` rows (item `part-i` at `north`), derived and committed.
+async fn stock_of(n: u32) -> (tempfile::TempDir, Livestate) {
+    let (d, ls) = fresh().await;
+    let lines: Vec<String> = (0..n)
+        .map(|i| {
+            line(
+                i,
+                "inventory.stock_counted",
+                json!({"item": format!("part-{i}"), "location": "north", "on_hand": i64::from(i)}),
+            )
+        })
+        .collect();
+    ls.emit(&lines.join("\n"), false).unwrap();
+    let mut d2 = ls.derivers().await.unwrap();
+    ls.catch_up(&mut d2, 100_000, &mut |_| {}).await.unwrap();
+    d2.finish().await;
+    (d, ls)
+}
+
+/// A latest read of every row of `stock`, and the same read from the files alone.
+async fn whole_reads(ls: &Livestate) -> (livestate_engine::Rows, livestate_engine::Rows) {
+    let req = livestate_engine::ReadRequest {
+        table: "stock".into(),
+        keys: vec![],
+        at: livestate_engine::At::Latest,
+    };
+    (ls.read(&req).await.unwrap(), ls.read_files(&req).await.unwrap())
+}
+
+#[tokio::test]
+async fn a_whole_read_of_a_small_table_is_answered_by_the_index() {
+    let (_d, ls) = stock_of(50).await;
+    let (read, files) = whole_reads(&ls).await;
+    assert_eq!(read.receipt.served_by, ServedBy::Index);
+    assert_eq!(read.rows, files.rows);
+    assert_eq!(
+        (read.receipt.snapshot_id, read.receipt.offset),
+        (files.receipt.snapshot_id, files.receipt.offset)
+    );
+}
+
+#[tokio::test]
+async fn a_whole_read_of_a_large_table_is_served_from_its_files_with_the_rows_the_index_holds() {
+    let n = livestate_engine::read::WHOLE_READ_FROM_FILES_ROWS as u32;
+    let (_d, ls) = stock_of(n).await;
+    let (read, files) = whole_reads(&ls).await;
+    assert_eq!(read.receipt.served_by, ServedBy::Paimon);
+    assert_eq!(read.rows.len(), n as usize);
+    assert_eq!(read.rows, files.rows, "in key order, as the index answers");
+    assert_eq!(canon(read.rows.clone()), index_rows(&ls, "stock"));
+    assert_eq!(
+        (read.receipt.snapshot_id, read.receipt.offset),
+        (files.receipt.snapshot_id, files.receipt.offset)
+    );
+}
+
+#[tokio::test]
+async fn a_filtered_read_of_a_large_table_is_still_answered_by_the_index() {
+    let n = livestate_engine::read::WHOLE_READ_FROM_FILES_ROWS as u32;
+    let (_d, ls) = stock_of(n).await;
+    let (read, _) = whole_reads(&ls).await;
+    let req = livestate_engine::ReadRequest {
+        table: "stock".into(),
+        keys: vec![("location".into(), "north".into())],
+        at: livestate_engine::At::Latest,
+    };
+    let filtered = ls.read(&req).await.unwrap();
+    assert_eq!(filtered.receipt.served_by, ServedBy::Index);
+    assert_eq!(filtered.rows, read.rows);
+}
+
 #[tokio::test]
 async fn a_point_lookup_is_answered_by_the_index_with_the_same_row_and_receipt() {
     let (_d, ls) = fresh().await;

@@ -394,9 +394,9 @@ pub async fn reads(ls: &Livestate, item_locations: usize, lookups: usize) -> Res
     let (indexed, files) = (ls.reader(), ls.reader().without_index());
     let mut read_api = timed_reads(&indexed, item_locations, (lookups / 10).max(10)).await?;
     let mut paimon_scan = timed_reads(&files, item_locations, (lookups / 200).max(5)).await?;
-    let (scan_rows, scan_seconds) = full_scans(&files, 3).await?;
-    let (index_rows, index_scan_seconds) = full_scans(&indexed, 3).await?;
-    let (columnar_rows, columnar_scan_seconds) = columnar_scans(&files, 3).await?;
+    let (scan_rows, scan_seconds) = full_scans(&files, FRESH_TABLE, 3).await?;
+    let (index_rows, index_scan_seconds) = full_scans(&indexed, FRESH_TABLE, 3).await?;
+    let (columnar_rows, columnar_scan_seconds) = columnar_scans(&files, FRESH_TABLE, 3).await?;
     if index_rows != scan_rows || columnar_rows != scan_rows {
         let message = format!(
             "a full read gave {scan_rows} rows from Paimon, {columnar_rows} as Arrow batches and {index_rows} from the index"
@@ -417,11 +417,11 @@ pub async fn reads(ls: &Livestate, item_locations: usize, lookups: usize) -> Res
 
 /// Rows and median seconds of `times` full reads of the stock table through the read API, with
 /// the lookup index or without it (as `reader` is).
-async fn full_scans(reader: &Reader<'_>, times: usize) -> Result<(u64, f64)> {
+async fn full_scans(reader: &Reader<'_>, table: &str, times: usize) -> Result<(u64, f64)> {
     let mut scans = Vec::new();
     let mut scan_rows = 0;
     for _ in 0..times.max(1) {
-        let req = ReadRequest { table: FRESH_TABLE.into(), keys: vec![], at: At::Latest };
+        let req = ReadRequest { table: table.into(), keys: vec![], at: At::Latest };
         let t = Instant::now();
         let rows = reader.read(&req).await?;
         scans.push(t.elapsed().as_secs_f64());
@@ -432,12 +432,12 @@ async fn full_scans(reader: &Reader<'_>, times: usize) -> Result<(u64, f64)> {
 }
 
 /// Rows and median seconds of `times` full reads of the stock table's files as Arrow batches.
-async fn columnar_scans(reader: &Reader<'_>, times: usize) -> Result<(u64, f64)> {
+async fn columnar_scans(reader: &Reader<'_>, table: &str, times: usize) -> Result<(u64, f64)> {
     let mut scans = Vec::new();
     let mut scan_rows = 0;
     for _ in 0..times.max(1) {
         let t = Instant::now();
-        let batches = reader.scan_batches(FRESH_TABLE, &At::Latest).await?;
+        let batches = reader.scan_batches(table, &At::Latest).await?;
         scans.push(t.elapsed().as_secs_f64());
         scan_rows = batches.num_rows() as u64;
     }
@@ -451,11 +451,11 @@ async fn columnar_scans(reader: &Reader<'_>, times: usize) -> Result<(u64, f64)>
 ///
 /// # Errors
 /// Engine errors.
-pub async fn scans_of(dir: &Path, times: usize) -> Result<serde_json::Value> {
+pub async fn scans_of(dir: &Path, table: &str, times: usize) -> Result<serde_json::Value> {
     let ls = Livestate::open(dir).await?;
-    let (rows, files_seconds) = full_scans(&ls.reader().without_index(), times).await?;
-    let (_, index_seconds) = full_scans(&ls.reader(), times).await?;
-    let (_, columnar_seconds) = columnar_scans(&ls.reader(), times).await?;
+    let (rows, files_seconds) = full_scans(&ls.reader().without_index(), table, times).await?;
+    let (_, index_seconds) = full_scans(&ls.reader(), table, times).await?;
+    let (_, columnar_seconds) = columnar_scans(&ls.reader(), table, times).await?;
     Ok(serde_json::json!({
         "columnar_seconds": columnar_seconds,
         "columnar_rows_per_s": rows as f64 / columnar_seconds,

@@ -108,6 +108,9 @@ enum Step {
         dir: PathBuf,
         #[arg(long, default_value_t = 9)]
         times: usize,
+        /// The state table to scan.
+        #[arg(long, default_value = "stock")]
+        table: String,
     },
     #[command(hide = true, name = "child-freshness")]
     Freshness {
@@ -179,7 +182,7 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
                 livestate_bench::http::lookups(&dir, item_locations, lookups).await?;
             json(&serde_json::json!({"latencies": latencies, "serve_pss_mib": serve_mib}))
         }
-        Some(Step::Scans { dir, times }) => json(&engine::scans_of(&dir, times).await?),
+        Some(Step::Scans { dir, times, table }) => json(&engine::scans_of(&dir, &table, times).await?),
         Some(Step::Freshness { dir, item_locations, seed, rate, seconds }) => {
             json(&engine::freshness(&dir, item_locations, seed, rate, seconds).await?)
         }
