@@ -215,7 +215,7 @@ async fn every_endpoint_answers_every_role_as_the_role_matrix_says() {
             let token = match caller {
                 "(none)" => None,
                 "(bad)" => Some("lst_0000000000000000000000000000000000000000000000"),
-                name => Some(server.tokens[name].as_str()),
+                name => Some(server.token(name)),
             };
             let (status, body) = send(&url, token, call).await;
             let ok = if call.public {
@@ -519,7 +519,7 @@ async fn bad_requests_get_a_4xx_naming_the_problem_and_change_nothing() {
     for (who, method, path, body, status, says) in cases {
         let resp = client
             .request(method.clone(), format!("{url}{path}"))
-            .bearer_auth(&server.tokens[who])
+            .bearer_auth(server.token(who))
             .body(body)
             .send()
             .await
@@ -568,7 +568,7 @@ async fn guessing_tokens_is_cut_off_after_thirty_failures_a_minute_from_one_addr
         assert_eq!(get(Some(format!("lst_guess{i:040}"))).await, 401, "guess {i}");
     }
     // The 31st attempt from this address is refused before any token is checked, even a valid one.
-    let refused = http.get(&tables).bearer_auth(&server.tokens["admin"]).send().await.unwrap();
+    let refused = http.get(&tables).bearer_auth(server.token("admin")).send().await.unwrap();
     assert_eq!(refused.status().as_u16(), 429);
     let body: Value = refused.json().await.unwrap();
     assert!(body["message"].as_str().unwrap().contains("too many failed authentications"), "{body}");

@@ -98,7 +98,7 @@ async fn a_proposal_goes_from_reading_to_decision_to_module_event_and_its_audit_
     assert!(stock_tag.contains(&id));
 
     // The tag pins the snapshot the agent read, kept for the default 400 days.
-    let tag_file = server.dir.join(format!("warehouse/state.db/stock/tag/tag-{stock_tag}"));
+    let tag_file = server.dir().join(format!("warehouse/state.db/stock/tag/tag-{stock_tag}"));
     let tag_json: Value = serde_json::from_str(&std::fs::read_to_string(&tag_file).unwrap()).unwrap();
     assert_eq!(tag_json["id"], json!(stock_snapshot));
     assert_eq!(tag_json["tagTimeRetained"].as_f64(), Some(400.0 * 86_400.0), "{tag_json}");
@@ -214,7 +214,7 @@ async fn a_proposal_goes_from_reading_to_decision_to_module_event_and_its_audit_
 
     // After a restart the store, the tags and the audit are all still there.
     server.stop().await;
-    let dir = server.dir.clone();
+    let dir = server.dir().to_path_buf();
     let ls = livestate_engine::Livestate::open(&dir).await.unwrap();
     let store = livestate_server::store::Store::open(&ls.layout().boundary_dir()).unwrap();
     assert_eq!(store.get(&id).unwrap().unwrap().status, ProposalStatus::Approved);

@@ -274,7 +274,7 @@ async fn a_proposal_of_an_undeclared_kind_has_no_sheet() {
 /// Whether stock's Paimon changelog holds a change of bolt at north after `snapshot`.
 async fn stock_key_changed_after(server: &TestServer, snapshot: i64) -> bool {
     use futures::TryStreamExt;
-    let layout = livestate_engine::Layout::new(&server.dir).unwrap();
+    let layout = livestate_engine::Layout::new(server.dir()).unwrap();
     let catalog = livestate_engine::open_catalog(&layout).unwrap();
     let table = catalog.table(livestate_engine::TableId::state("stock").identifier()).await.unwrap();
     let latest = table.snapshot_manager().get_latest_snapshot_id().await.unwrap().unwrap();
@@ -387,7 +387,7 @@ async fn proposals_recorded_before_their_kind_was_declared_have_no_sheet_and_cou
     let mut server = start().await;
     // The directory starts without the decision kinds: a replenishment citing only stock is taken.
     server.stop().await;
-    let decisions = server.dir.join("spec/decisions.toml");
+    let decisions = server.dir().join("spec/decisions.toml");
     let declared = std::fs::read_to_string(&decisions).unwrap();
     std::fs::remove_file(&decisions).unwrap();
     server.serve(livestate_server::ServeConfig::default()).await;

@@ -28,8 +28,8 @@ async fn a_handed_over_table_is_served_cited_and_audited_but_never_written() {
     server.stop().await;
 
     // The handover: the stored spec now says another engine derives supplier_risk.
-    livestate_testkit::SpecFiles::load(&server.dir.join("spec")).derived_externally("supplier_risk").save();
-    let snapshots_at_handover = risk_snapshots(&server.dir);
+    livestate_testkit::SpecFiles::load(&server.dir().join("spec")).derived_externally("supplier_risk").save();
+    let snapshots_at_handover = risk_snapshots(server.dir());
     assert!(!snapshots_at_handover.is_empty());
     server.serve(livestate_server::ServeConfig::default()).await;
 
@@ -64,7 +64,7 @@ async fn a_handed_over_table_is_served_cited_and_audited_but_never_written() {
         .await
         .unwrap();
     let tag = created.tags.as_ref().unwrap()[0].tag.clone();
-    assert!(server.dir.join(format!("warehouse/state.db/supplier_risk/tag/tag-{tag}")).is_file());
+    assert!(server.dir().join(format!("warehouse/state.db/supplier_risk/tag/tag-{tag}")).is_file());
     let audit = server.client("person:ana").audit(&created.id).await.unwrap();
     assert!(audit.evidence[0].cited_rows_identical, "{audit:?}");
 
@@ -87,5 +87,5 @@ async fn a_handed_over_table_is_served_cited_and_audited_but_never_written() {
     let risk = tables.iter().find(|t| t.name == "supplier_risk").unwrap();
     assert_eq!(risk.derived_by, "external", "{risk:?}");
     server.stop().await;
-    assert_eq!(risk_snapshots(&server.dir), snapshots_at_handover, "livestate wrote a handed-over table");
+    assert_eq!(risk_snapshots(server.dir()), snapshots_at_handover, "livestate wrote a handed-over table");
 }

@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::spec;
+use livestate_testkit::InProcessServer;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// An administrator's token: it may emit every module's events and read (agents' reads are
 /// covered in `boundary.rs`).
@@ -39,31 +40,29 @@ fn line(id: &str, ty: &str, data: Value) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_module_emits_a_reader_reads_and_a_consumer_gets_each_firing_once() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("d");
-    drop(livestate_engine::Livestate::init(&dir, &spec(tmp.path())).await.unwrap());
-    let token = livestate_server::auth::add_principal(&dir.join("principals.toml"), "admin", &[]).unwrap();
-    TOKEN.set(token).unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    // The client runs as its own task; the server runs here until the client stops it.
-    let client = tokio::spawn(client(addr, stop));
-    let served = livestate_server::serve(&dir, listener, async {
-        let _ = stopped.await;
+    let mut server =
+        InProcessServer::start(spec, &[("admin", &[])], livestate_server::ServeConfig::default()).await;
+    TOKEN.set(server.token("admin").to_string()).unwrap();
+    let open = client(server.addr()).await;
+    // A stream still open when the server stops does not hold the shutdown up.
+    let closed = tokio::spawn(async move {
+        let mut open = open;
+        let mut rest = Vec::new();
+        tokio::time::timeout(Duration::from_secs(70), open.read_to_end(&mut rest))
+            .await
+            .expect("stream closed at shutdown")
+            .unwrap();
     });
-    tokio::time::timeout(Duration::from_secs(90), served)
-        .await
-        .expect("the server stops when asked")
-        .unwrap();
-    client.await.unwrap();
+    server.stop().await;
+    closed.await.unwrap();
     // After a graceful stop everything is committed: the record holds the 6 events and the
     // directory opens again.
-    let ls = livestate_engine::Livestate::open(&dir).await.unwrap();
+    let ls = livestate_engine::Livestate::open(server.dir()).await.unwrap();
     assert_eq!(ls.record().next_offset(), 6);
 }
 
-async fn client(addr: std::net::SocketAddr, stop: tokio::sync::oneshot::Sender<()>) {
+/// What the client does, in order; the stream of firings it leaves open when done.
+async fn client(addr: std::net::SocketAddr) -> TcpStream {
     let events = line(
         "c1",
         "inventory.stock_counted",
@@ -194,16 +193,10 @@ async fn client(addr: std::net::SocketAddr, stop: tokio::sync::oneshot::Sender<(
         http(addr, "GET", "/v1/triggers/stock_below_reorder_point/firings?consumer=watcher", "").await;
     assert!(after["firings"].as_array().unwrap().is_empty(), "streamed firings are acknowledged: {after}");
 
-    // A stream still open when the server stops does not hold the shutdown up.
     let mut open = TcpStream::connect(addr).await.unwrap();
     open.write_all(format!("GET /v1/triggers/job_blocked/stream?consumer=late HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\r\n", TOKEN.get().unwrap()).as_bytes())
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
-    stop.send(()).unwrap();
-    let mut rest = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), open.read_to_end(&mut rest))
-        .await
-        .expect("stream closed at shutdown")
-        .unwrap();
+    open
 }

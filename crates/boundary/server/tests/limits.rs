@@ -43,12 +43,12 @@ async fn raw(addr: std::net::SocketAddr, head: &str) -> (u16, String, String) {
 async fn a_body_announced_over_the_limit_is_refused_at_once_with_json() {
     let config = livestate_server::ServeConfig { max_body_bytes: 1024, ..Default::default() };
     let mut server = start_with(config).await;
-    let token = &server.tokens["module:inventory"];
+    let token = server.token("module:inventory");
     for announced in ["5000000", "1025"] {
         let head = format!(
             "POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/x-ndjson\r\nContent-Length: {announced}\r\n\r\n"
         );
-        let (status, headers, body) = raw(server.addr, &head).await;
+        let (status, headers, body) = raw(server.addr(), &head).await;
         assert_eq!(status, 413, "{headers}{body}");
         assert!(headers.contains("content-type: application/json"), "{headers}");
         let v: Value = serde_json::from_str(&body).unwrap();
@@ -64,21 +64,21 @@ async fn a_body_announced_over_the_limit_is_refused_at_once_with_json() {
 async fn a_chunked_body_over_the_limit_and_a_wrong_method_answer_json_errors() {
     let config = livestate_server::ServeConfig { max_body_bytes: 1024, ..Default::default() };
     let mut server = start_with(config).await;
-    let token = server.tokens["module:inventory"].clone();
+    let token = server.token("module:inventory").to_string();
     // No length announced: the body is cut off at the limit while it is read.
     let chunk = "x".repeat(2048);
     let head = format!(
         "POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{chunk}\r\n0\r\n\r\n",
         chunk.len()
     );
-    let (status, headers, body) = raw(server.addr, &head).await;
+    let (status, headers, body) = raw(server.addr(), &head).await;
     assert_eq!(status, 413, "{headers}{body}");
     assert!(headers.contains("content-type: application/json"), "{headers}");
     assert!(serde_json::from_str::<Value>(&body).unwrap()["message"].is_string(), "{body}");
 
     // A method the route does not take: 405, JSON, and the methods it does take.
     let head = format!("DELETE /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n");
-    let (status, headers, body) = raw(server.addr, &head).await;
+    let (status, headers, body) = raw(server.addr(), &head).await;
     assert_eq!(status, 405, "{headers}{body}");
     assert!(headers.contains("content-type: application/json"), "{headers}");
     assert!(headers.contains("allow: post"), "{headers}");
@@ -122,15 +122,15 @@ async fn silent_half_sent_and_idle_connections_are_closed_at_the_header_timeout(
     let mut server = impatient(64).await;
     let patience = Duration::from_secs(5);
     // Says nothing at all.
-    let (said, took) = until_closed(server.addr, b"", patience).await;
+    let (said, took) = until_closed(server.addr(), b"", patience).await;
     assert!(said.is_empty() && took >= Duration::from_millis(400), "{said:?} after {took:?}");
     // Half a request head.
     let (said, _) =
-        until_closed(server.addr, b"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Slow: ", patience).await;
+        until_closed(server.addr(), b"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Slow: ", patience).await;
     assert!(!said.contains("200 OK"), "{said}");
     // A whole request, answered; then the kept-alive connection idles and is closed.
     let (said, took) =
-        until_closed(server.addr, b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n", patience).await;
+        until_closed(server.addr(), b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n", patience).await;
     assert!(said.starts_with("HTTP/1.1 200"), "{said}");
     assert!(took >= Duration::from_millis(400), "closed only once idle: {took:?}");
     server.stop().await;
@@ -139,7 +139,7 @@ async fn silent_half_sent_and_idle_connections_are_closed_at_the_header_timeout(
 #[tokio::test]
 async fn a_body_shorter_than_announced_or_a_chunked_body_that_never_ends_gets_408_and_a_close() {
     let mut server = impatient(64).await;
-    let token = server.tokens["module:inventory"].clone();
+    let token = server.token("module:inventory").to_string();
     let short = format!(
         "POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/x-ndjson\r\nContent-Length: 100\r\n\r\n{{\"id\":"
     );
@@ -147,7 +147,7 @@ async fn a_body_shorter_than_announced_or_a_chunked_body_that_never_ends_gets_40
         "POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{{\"id\"\r\n"
     );
     for head in [short, endless] {
-        let (said, took) = until_closed(server.addr, head.as_bytes(), Duration::from_secs(5)).await;
+        let (said, took) = until_closed(server.addr(), head.as_bytes(), Duration::from_secs(5)).await;
         assert!(said.starts_with("HTTP/1.1 408"), "{said}");
         assert!(said.to_ascii_lowercase().contains("content-type: application/json"), "{said}");
         assert!(said.contains("did not arrive within"), "{said}");
@@ -164,12 +164,12 @@ async fn connections_beyond_the_cap_wait_for_one_to_close_and_are_then_served() 
     // Three silent connections take every slot until their header timeout closes them.
     let mut holders = Vec::new();
     for _ in 0..3 {
-        holders.push(TcpStream::connect(server.addr).await.unwrap());
+        holders.push(TcpStream::connect(server.addr()).await.unwrap());
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     let started = std::time::Instant::now();
     let (said, _) = until_closed(
-        server.addr,
+        server.addr(),
         b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
         Duration::from_secs(10),
     )

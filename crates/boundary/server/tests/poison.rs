@@ -50,7 +50,7 @@ async fn quarantine(server: &TestServer) -> Vec<Value> {
     let url = format!("{}/v1/quarantine", server.url());
     let v: Value = reqwest::Client::new()
         .get(url)
-        .bearer_auth(&server.tokens["agent:procurement"])
+        .bearer_auth(server.token("agent:procurement"))
         .send()
         .await
         .unwrap()

@@ -34,7 +34,7 @@ async fn a_graceful_stop_commits_every_event_acknowledged_before_it_in_every_tab
     }
     assert!(acknowledged >= 1);
 
-    let ls = livestate_engine::Livestate::open(&server.dir).await.unwrap();
+    let ls = livestate_engine::Livestate::open(server.dir()).await.unwrap();
     let head = ls.record().next_offset();
     assert!(head >= acknowledged, "{head} events recorded, {acknowledged} acknowledged");
     // Derivers open positioned after each table's last commit: nothing recorded is left over.

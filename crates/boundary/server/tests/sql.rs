@@ -118,9 +118,9 @@ async fn sql_refuses_every_kind_of_write_on_the_plan_and_changes_nothing() {
     admin.consistent_read(&[TableRead::table("approval_inbox")]).await.unwrap();
     let before = (
         admin.tables().await.unwrap(),
-        std::fs::read_dir(server.dir.join("warehouse/state.db")).unwrap().count(),
+        std::fs::read_dir(server.dir().join("warehouse/state.db")).unwrap().count(),
     );
-    let copy_target = server.dir.join("copied.csv");
+    let copy_target = server.dir().join("copied.csv");
     for q in [
         "INSERT INTO stock (item, location, on_hand) VALUES ('bolt', 'north', 999)".to_string(),
         "UPDATE stock SET on_hand = 0".to_string(),
@@ -142,7 +142,7 @@ async fn sql_refuses_every_kind_of_write_on_the_plan_and_changes_nothing() {
     }
     let after = (
         admin.tables().await.unwrap(),
-        std::fs::read_dir(server.dir.join("warehouse/state.db")).unwrap().count(),
+        std::fs::read_dir(server.dir().join("warehouse/state.db")).unwrap().count(),
     );
     assert_eq!(
         livestate_testkit::snapshots_and_tags(&before.0),
@@ -202,7 +202,7 @@ async fn post_sql(
 ) -> (u16, reqwest::header::HeaderMap, Value) {
     let r = reqwest::Client::new()
         .post(format!("{}/v1/sql", server.url()))
-        .bearer_auth(&server.tokens[principal])
+        .bearer_auth(server.token(principal))
         .json(&json!({ "query": query }))
         .send()
         .await
@@ -215,7 +215,7 @@ async fn post_sql(
 async fn sql_running(server: &common::TestServer) -> u64 {
     let text = reqwest::Client::new()
         .get(format!("{}/metrics", server.url()))
-        .bearer_auth(&server.tokens["admin"])
+        .bearer_auth(server.token("admin"))
         .send()
         .await
         .unwrap()
@@ -395,10 +395,10 @@ async fn a_query_whose_client_disconnects_is_stopped_and_frees_its_place() {
         livestate_sql::Limits { per_principal: 1, time: Duration::from_secs(600), ..Default::default() };
     let server = start_sql(limits).await;
     let body = json!({ "query": ENDLESS }).to_string();
-    let mut socket = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let mut socket = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
     let request = format!(
         "POST /v1/sql HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        server.tokens["agent:procurement"],
+        server.token("agent:procurement"),
         body.len()
     );
     socket.write_all(request.as_bytes()).await.unwrap();

@@ -37,18 +37,13 @@ async fn a_person_signs_in_sees_a_proposal_arrive_opens_its_evidence_and_approve
     // An agent's token does not open the inbox.
     c.goto(&format!("{url}/inbox")).await.unwrap();
     assert!(c.current_url().await.unwrap().path().starts_with("/signin"));
-    c.find(Locator::Css("#token"))
-        .await
-        .unwrap()
-        .send_keys(&server.tokens["agent:procurement"])
-        .await
-        .unwrap();
+    c.find(Locator::Css("#token")).await.unwrap().send_keys(server.token("agent:procurement")).await.unwrap();
     c.find(Locator::Css("form button[type=submit]")).await.unwrap().click().await.unwrap();
     let refused = wait_for(c, ".flash.error").await.text().await.unwrap();
     assert!(refused.contains("Only people sign in here"), "{refused}");
 
     // A person signs in.
-    c.find(Locator::Css("#token")).await.unwrap().send_keys(&server.tokens["person:ana"]).await.unwrap();
+    c.find(Locator::Css("#token")).await.unwrap().send_keys(server.token("person:ana")).await.unwrap();
     c.find(Locator::Css("form button[type=submit]")).await.unwrap().click().await.unwrap();
     wait_for(c, "#pending").await;
     assert!(c.source().await.unwrap().contains("Nothing waiting"));
@@ -156,7 +151,7 @@ async fn a_person_deciding_sees_the_sheet_first_then_the_action_in_words_what_ch
     })
     .await;
 
-    browser.sign_in(&url, &server.tokens["person:ana"]).await;
+    browser.sign_in(&url, server.token("person:ana")).await;
     c.goto(&format!("{url}/proposals/{id}")).await.unwrap();
     let summary = wait_for(c, "#summary").await.text().await.unwrap();
     assert_eq!(summary, "Order 100 x bolt from acme for north: available 35 < reorder point 40");

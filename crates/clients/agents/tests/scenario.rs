@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use livestate_agents::procurement::ProcurementAgent;
 use livestate_client::Client;
-use livestate_testkit::eventually;
+use livestate_testkit::{eventually, InProcessServer};
 use serde_json::{json, Value};
 
 fn event(id: &str, ty: &str, data: Value, causation: Option<&str>) -> String {
@@ -26,33 +26,22 @@ fn spec(dir: &Path) -> std::path::PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_shortage_makes_one_proposal_which_leads_to_inbound_then_on_hand() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("d");
-    drop(livestate_engine::Livestate::init(&dir, &spec(tmp.path())).await.unwrap());
-    let file = dir.join("principals.toml");
-    let token = |name: &str, scopes: &[&str]| {
-        let scopes: Vec<String> = scopes.iter().map(|s| s.to_string()).collect();
-        livestate_server::auth::add_principal(&file, name, &scopes).unwrap()
-    };
-    let (inv, com, pro, agent_t, ana_t) = (
-        token("module:inventory", &[]),
-        token("module:commerce", &[]),
-        token("module:procurement", &[]),
-        token("agent:procurement", &[]),
-        token("person:ana", &["procurement"]),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = dir.clone();
-    let server = tokio::spawn(async move {
-        livestate_server::serve(&served, listener, async {
-            let _ = stopped.await;
-        })
-        .await
-    });
-    let c = |t: &str| Client::new(&url, t).unwrap();
-    let (inventory, commerce, procurement, ana) = (c(&inv), c(&com), c(&pro), c(&ana_t));
+    let mut server = InProcessServer::start(
+        spec,
+        &[
+            ("module:inventory", &[]),
+            ("module:commerce", &[]),
+            ("module:procurement", &[]),
+            ("agent:procurement", &[]),
+            ("person:ana", &["procurement"]),
+        ],
+        livestate_server::ServeConfig::default(),
+    )
+    .await;
+    let url = server.url();
+    let c = |principal: &str| Client::new(&url, server.token(principal)).unwrap();
+    let (inventory, commerce, procurement, ana) =
+        (c("module:inventory"), c("module:commerce"), c("module:procurement"), c("person:ana"));
     eventually("the server", || async { ana.whoami().await.ok() }).await;
 
     procurement
@@ -92,7 +81,7 @@ async fn one_shortage_makes_one_proposal_which_leads_to_inbound_then_on_hand() {
         .unwrap();
 
     let (told, mut heard) = tokio::sync::mpsc::unbounded_channel();
-    let mut agent = ProcurementAgent::new(c(&agent_t), Some(told));
+    let mut agent = ProcurementAgent::new(c("agent:procurement"), Some(told));
     let deadline = Instant::now() + Duration::from_secs(30);
     let made = loop {
         let made = agent.poll().await.unwrap();
@@ -160,7 +149,7 @@ async fn one_shortage_makes_one_proposal_which_leads_to_inbound_then_on_hand() {
         .any(|n| matches!(n, livestate_agents::Narration::Skipped { ref item, .. } if item == "bolt"));
     assert!(skipped, "the agent says why it did not propose");
     // Restarted, the agent learns which of its proposals are pending: still no second one.
-    let mut restarted = ProcurementAgent::new(c(&agent_t), None);
+    let mut restarted = ProcurementAgent::new(c("agent:procurement"), None);
     restarted.resume().await.unwrap();
     assert_eq!(restarted.handle("bolt", "north").await.unwrap(), None, "proposed again after a restart");
     assert_eq!(ana.proposals(None).await.unwrap().proposals.len(), 2);
@@ -179,7 +168,7 @@ async fn one_shortage_makes_one_proposal_which_leads_to_inbound_then_on_hand() {
         ))
         .await
         .unwrap();
-    let reader = c(&agent_t);
+    let reader = c("agent:procurement");
     eventually("inbound", || async {
         let r = reader.rows("stock", &[("item", "bolt"), ("location", "north")]).await.unwrap();
         (r.cell(0, "inbound") == 100).then_some(())
@@ -214,6 +203,5 @@ async fn one_shortage_makes_one_proposal_which_leads_to_inbound_then_on_hand() {
     assert_eq!(stock.rows_at_tag.iter().find(|r| r["location"] == "north").unwrap()["on_hand"], 50);
     assert!(audit.evidence.iter().all(|e| e.cited_rows_identical));
     assert_eq!(audit.caused_events.len(), 3);
-    let _ = stop.send(());
-    server.await.unwrap().unwrap();
+    server.stop().await;
 }

@@ -6,12 +6,11 @@
 //! working on the next call; the principals file holds hashes only; writing through the `sql`
 //! tool is refused and changes nothing.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use livestate_client::{Client, TableRead};
 use livestate_mcp::LivestateMcp;
+use livestate_testkit::InProcessServer;
 use rmcp::model::{CallToolRequestParams, ErrorCode, ReadResourceRequestParams, ResourceContents};
 use rmcp::service::{RoleClient, RunningService, ServiceError};
 use rmcp::ServiceExt;
@@ -30,38 +29,32 @@ const PRINCIPALS: [(&str, &[&str]); 5] = [
 /// A token of the right shape that nobody holds.
 const UNKNOWN_TOKEN: &str = "lst_000000000000000000000000000000000000000000000000";
 
-struct Server {
-    url: String,
-    principals_file: PathBuf,
-    tokens: HashMap<&'static str, String>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    handle: Option<tokio::task::JoinHandle<Result<(), livestate_server::ServerError>>>,
-    _tmp: tempfile::TempDir,
+/// The example directory served in this process, with a token per principal (`agent:retired`'s
+/// revoked).
+struct Server(InProcessServer);
+
+impl std::ops::Deref for Server {
+    type Target = InProcessServer;
+
+    fn deref(&self) -> &InProcessServer {
+        &self.0
+    }
 }
 
 impl Server {
     fn client(&self, principal: &str) -> Client {
-        Client::new(&self.url, &self.tokens[principal]).unwrap()
+        Client::new(&self.url(), self.token(principal)).unwrap()
     }
 
     /// The offset the next recorded event will get (`/v1/health` is public).
     async fn record_next_offset(&self) -> Value {
         let health: Value =
-            reqwest::get(format!("{}/v1/health", self.url)).await.unwrap().json().await.unwrap();
+            reqwest::get(format!("{}/v1/health", self.url())).await.unwrap().json().await.unwrap();
         health["record_next_offset"].clone()
     }
 
     async fn stop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(h) = self.handle.take() {
-            tokio::time::timeout(Duration::from_secs(60), h)
-                .await
-                .expect("the server stops when asked")
-                .unwrap()
-                .unwrap();
-        }
+        self.0.stop().await;
     }
 }
 
@@ -73,34 +66,9 @@ fn spec(dir: &Path) -> PathBuf {
 /// Initialises a directory, issues a token per principal (revoking `agent:retired`'s), and
 /// serves it on loopback.
 async fn start() -> Server {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("d");
-    drop(livestate_engine::Livestate::init(&dir, &spec(tmp.path())).await.unwrap());
-    let principals_file = dir.join("principals.toml");
-    let mut tokens = HashMap::new();
-    for (name, scopes) in PRINCIPALS {
-        let scopes: Vec<String> = scopes.iter().map(|s| s.to_string()).collect();
-        tokens.insert(name, livestate_server::auth::add_principal(&principals_file, name, &scopes).unwrap());
-    }
-    livestate_server::auth::revoke_principal(&principals_file, "agent:retired").unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = dir.clone();
-    let handle = tokio::spawn(async move {
-        let config = livestate_server::ServeConfig::default();
-        livestate_server::serve_with(&served, listener, config, async {
-            let _ = stopped.await;
-        })
-        .await
-    });
-    let server = Server { url, principals_file, tokens, stop: Some(stop), handle: Some(handle), _tmp: tmp };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while tokio::net::TcpStream::connect(server.url.strip_prefix("http://").unwrap()).await.is_err() {
-        assert!(Instant::now() < deadline, "the server came up");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    server
+    let server = InProcessServer::start(spec, &PRINCIPALS, livestate_server::ServeConfig::default()).await;
+    livestate_server::auth::revoke_principal(&server.principals_file(), "agent:retired").unwrap();
+    Server(server)
 }
 
 type Session = RunningService<RoleClient, ()>;
@@ -241,9 +209,9 @@ async fn every_mcp_tool_and_resource_answers_every_caller_as_the_role_matrix_say
     for caller in CALLERS {
         let token = match caller {
             "(unknown)" => UNKNOWN_TOKEN,
-            name => server.tokens[name].as_str(),
+            name => server.token(name),
         };
-        let s = session(&server.url, token).await;
+        let s = session(&server.url(), token).await;
         for (tool, args, allowed) in &tools {
             let a = call_tool(&s, tool, args.clone()).await;
             check(tool, caller, allowed.contains(&caller), a);
@@ -267,14 +235,14 @@ async fn every_mcp_tool_and_resource_answers_every_caller_as_the_role_matrix_say
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_revoked_during_an_open_session_stops_working_on_the_next_call() {
     let mut server = start().await;
-    let agent = session(&server.url, &server.tokens["agent:procurement"]).await;
-    let person = session(&server.url, &server.tokens["person:ana"]).await;
+    let agent = session(&server.url(), server.token("agent:procurement")).await;
+    let person = session(&server.url(), server.token("person:ana")).await;
     let before = call_tool(&agent, "list_tables", json!({})).await;
     assert!(before.ok, "{before:?}");
     assert!(before.text.contains("\"stock\""), "{}", before.text);
 
     // The store API `livestate token revoke` uses; the server and the session keep running.
-    livestate_server::auth::revoke_principal(&server.principals_file, "agent:procurement").unwrap();
+    livestate_server::auth::revoke_principal(&server.principals_file(), "agent:procurement").unwrap();
 
     for (tool, args) in [
         ("list_tables", json!({})),
@@ -296,16 +264,16 @@ async fn a_token_revoked_during_an_open_session_stops_working_on_the_next_call()
     assert!(other.ok, "{other:?}");
 
     // On disk: one SHA-256 per principal, no token in clear.
-    let bytes = std::fs::read(&server.principals_file).unwrap();
+    let bytes = std::fs::read(server.principals_file()).unwrap();
     let text = String::from_utf8(bytes.clone()).unwrap();
-    for (name, token) in &server.tokens {
+    for (name, token) in server.tokens() {
         assert!(
             !bytes.windows(token.len()).any(|w| w == token.as_bytes()),
             "{name}'s token is in the principals file"
         );
         let hash = livestate_server::auth::hash_token(token);
         let listed = text.contains(&hash);
-        let expected = !matches!(*name, "agent:retired" | "agent:procurement");
+        let expected = !matches!(name, "agent:retired" | "agent:procurement");
         assert_eq!(listed, expected, "{name}'s hash in the file: {text}");
     }
     assert!(!text.contains("lst_"), "no token-shaped text at all: {text}");
@@ -322,7 +290,7 @@ async fn writing_through_the_sql_tool_is_refused_and_changes_nothing() {
     let tables_before = livestate_testkit::snapshots_and_tags(&admin.tables().await.unwrap());
     let offset_before = server.record_next_offset().await;
 
-    let agent = session(&server.url, &server.tokens["agent:procurement"]).await;
+    let agent = session(&server.url(), server.token("agent:procurement")).await;
     let tricks = [
         "INSERT INTO stock (item, location, on_hand) VALUES ('bolt', 'north', 999)",
         "DELETE FROM stock WHERE item = 'bolt'",
@@ -374,7 +342,7 @@ async fn an_agent_learns_what_a_kind_needs_is_refused_an_input_short_and_reads_t
         event("s1", "procurement.supplier_risk_assessed", json!({"supplier": "other", "level": "high"})),
     ];
     admin.emit(&lines.concat()).await.unwrap();
-    let agent = session(&server.url, &server.tokens["agent:procurement"]).await;
+    let agent = session(&server.url(), server.token("agent:procurement")).await;
 
     // What the kind needs: every input with its table, column, key and need.
     let kinds = call_tool(&agent, "decision_kinds", json!({})).await;

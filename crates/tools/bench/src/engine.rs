@@ -67,8 +67,9 @@ pub struct Reads {
     pub scan_rows: u64,
     /// Median of three full reads of the Paimon files (the read API without the index).
     pub scan_seconds: f64,
-    /// Median of three full reads through the read API, which serves the latest version from
-    /// the lookup index.
+    /// Median of three full reads through the read API at the latest version (with the lookup
+    /// index, which serves a whole read of a table this size from the files since the fifteenth
+    /// pass).
     #[serde(default)]
     pub index_scan_seconds: f64,
     /// Median of three full reads of the Paimon files as Arrow batches (livestate's merge, column

@@ -229,7 +229,7 @@ impl Results {
             true,
         ));
         rows.push(row(
-            "full scan of stock through the read API (latest version, served by the lookup index), rows/s",
+            "full scan of stock through the read API (latest version; a table this size is served from its files), rows/s",
             Some(per_s(l.reads.scan_rows, l.reads.index_scan_seconds)),
             pg.map(|p| per_s(p.scan_rows, p.scan_seconds)),
             None,

@@ -8,6 +8,8 @@
 //!   awaited.
 //! - [`free_port`], [`token`] and [`Child`]: a loopback port, a token issued by the `livestate`
 //!   binary, and a child process that is killed (and reaped) when dropped.
+//! - `InProcessServer` (feature `server`): `livestate serve` in the test's own process, on a
+//!   loopback port, with a token per principal.
 //!
 //! Dev-only: every crate takes it as a dev-dependency and the product never links it.
 
@@ -15,8 +17,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "server")]
+mod server;
 mod spec;
 
+#[cfg(feature = "server")]
+pub use server::InProcessServer;
 pub use spec::{example_spec, SpecFiles};
 
 /// The repository's root, found when the test runs: cargo sets `CARGO_MANIFEST_DIR` for every
@@ -61,9 +67,6 @@ where
     }
 }
 
-/// A loopback port free at the time of the call.
-///
-/// # Panics
 /// Each table's name, latest snapshot and tags, from `GET /v1/tables`: what a refused write
 /// must leave as it was.
 pub fn snapshots_and_tags(
@@ -72,6 +75,9 @@ pub fn snapshots_and_tags(
     tables.iter().map(|t| (t.name.clone(), t.receipt.snapshot_id, t.health.tags.clone())).collect()
 }
 
+/// A loopback port free at the time of the call.
+///
+/// # Panics
 /// When no port can be bound.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -2,12 +2,11 @@
 
 #![allow(dead_code)]
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use livestate_client::{Client, TableRead};
+use livestate_testkit::InProcessServer;
 use serde_json::{json, Map, Value};
 
 pub mod browser;
@@ -24,37 +23,42 @@ pub const PRINCIPALS: [(&str, &[&str]); 7] = [
     ("admin", &[]),
 ];
 
-pub struct TestServer {
-    pub addr: SocketAddr,
-    pub dir: PathBuf,
-    pub tokens: HashMap<&'static str, String>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    handle: Option<tokio::task::JoinHandle<Result<(), livestate_server::ServerError>>>,
-    _tmp: tempfile::TempDir,
-}
+/// The example directory of [`spec`] served in this process, with a token for each of
+/// [`PRINCIPALS`].
+pub struct TestServer(InProcessServer);
 
 impl TestServer {
+    pub fn addr(&self) -> SocketAddr {
+        self.0.addr()
+    }
+
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.0.url()
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        self.0.dir()
+    }
+
+    /// The token of `principal`.
+    pub fn token(&self, principal: &str) -> &str {
+        self.0.token(principal)
     }
 
     /// A client acting as `principal`.
     pub fn client(&self, principal: &str) -> Client {
-        Client::new(&self.url(), &self.tokens[principal]).unwrap()
+        Client::new(&self.url(), self.token(principal)).unwrap()
     }
 
-    /// Stops the server gracefully and returns its directory (kept until the server is dropped).
+    /// Stops the server gracefully (its directory is kept until the server is dropped).
     pub async fn stop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(h) = self.handle.take() {
-            tokio::time::timeout(Duration::from_secs(60), h)
-                .await
-                .expect("the server stops when asked")
-                .unwrap()
-                .unwrap();
-        }
+        self.0.stop().await;
+    }
+
+    /// Serves the directory again, after [`TestServer::stop`], on a new port.
+    pub async fn serve(&mut self, config: livestate_server::ServeConfig) {
+        self.0.serve(config).await;
     }
 }
 
@@ -78,42 +82,7 @@ pub async fn start() -> TestServer {
 }
 
 pub async fn start_with(config: livestate_server::ServeConfig) -> TestServer {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("d");
-    drop(livestate_engine::Livestate::init(&dir, &spec(tmp.path())).await.unwrap());
-    let file = dir.join("principals.toml");
-    let mut tokens = HashMap::new();
-    for (name, scopes) in PRINCIPALS {
-        let scopes: Vec<String> = scopes.iter().map(|s| s.to_string()).collect();
-        tokens.insert(name, livestate_server::auth::add_principal(&file, name, &scopes).unwrap());
-    }
-    let mut server =
-        TestServer { addr: ([127, 0, 0, 1], 0).into(), dir, tokens, stop: None, handle: None, _tmp: tmp };
-    server.serve(config).await;
-    server
-}
-
-impl TestServer {
-    /// Serves the directory (again, after [`TestServer::stop`]) on a new port.
-    pub async fn serve(&mut self, config: livestate_server::ServeConfig) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        self.addr = listener.local_addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let served_dir = self.dir.clone();
-        self.handle = Some(tokio::spawn(async move {
-            livestate_server::serve_with(&served_dir, listener, config, async {
-                let _ = stopped.await;
-            })
-            .await
-        }));
-        self.stop = Some(stop);
-        let client = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while client.get(format!("{}/v1/health", self.url())).send().await.is_err() {
-            assert!(Instant::now() < deadline, "the server came up");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
+    TestServer(InProcessServer::start(spec, &PRINCIPALS, config).await)
 }
 
 pub fn event(id: &str, ty: &str, data: Value) -> String {
