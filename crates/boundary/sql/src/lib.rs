@@ -63,7 +63,6 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use futures::StreamExt;
 use livestate_engine::{At, Catalog, Reader, Receipt};
-use paimon::catalog::Identifier;
 use paimon_datafusion::PaimonTableProvider;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -433,7 +432,7 @@ async fn provider(
     at: Option<At>,
 ) -> Result<Arc<PaimonTableProvider>, SqlError> {
     let t = catalog
-        .table(&Identifier::new(livestate_engine::schema::STATE_DB, table))
+        .table(livestate_engine::TableId::state(table).identifier())
         .await
         .map_err(|e| SqlError::Exec(e.to_string()))?;
     let t = match at {

@@ -680,7 +680,7 @@ fn sql_that_would_write_or_escape_is_refused_and_changes_nothing() {
 async fn audit_of_hostile_proposal_ids_is_refused_by_the_server() {
     let f = Fixture::new();
     let token = ok(&f.args(&["token", "add", "agent:reader"]), b"").stdout.trim().to_string();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = livestate_testkit::free_port();
     let url = format!("http://127.0.0.1:{port}");
     let mut server = Command::new(env!("CARGO_BIN_EXE_livestate"))
         .args(["serve", "--dir", f.d(), "--listen", &format!("127.0.0.1:{port}")])

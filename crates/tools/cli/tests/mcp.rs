@@ -8,9 +8,7 @@ mod common;
 
 use common::{python, repo, token};
 use livestate_client::{TableInfo, TableRead};
-use livestate_testkit::Child as Server;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use serde_json::{json, Value};
 
@@ -31,21 +29,9 @@ async fn an_mcp_client_reads_with_receipts_proposes_and_cannot_write_through_sql
         token(&dir, "agent:procurement", &[]),
         token(&dir, "person:ana", &["procurement"]),
     );
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let url = format!("http://127.0.0.1:{port}");
-    let _server = Server(
-        Command::new(env!("CARGO_BIN_EXE_livestate"))
-            .args(["serve", "--dir", d, "--listen", &format!("127.0.0.1:{port}")])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let server = common::Served::start(&dir);
+    let url = server.url.clone();
     let as_admin = livestate_client::Client::new(&url, &admin).unwrap();
-    let started = Instant::now();
-    while as_admin.whoami().await.is_err() {
-        assert!(started.elapsed() < Duration::from_secs(60), "serve came up");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
     let line = |id: &str, loc: &str, n: i64| {
         json!({"id": id, "type": "inventory.stock_counted", "occurred_at": "2026-03-02T08:00:00Z", "data": {"item": "bolt", "location": loc, "on_hand": n}}).to_string() + "\n"
     };

@@ -35,7 +35,7 @@ impl S3Server {
         let python = String::from_utf8(out.stdout).unwrap().lines().last().unwrap().trim().to_string();
         assert_eq!(python, python_or(&python), "one venv");
         let server = PathBuf::from(&python).with_file_name("moto_server");
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = livestate_testkit::free_port();
         let child = Command::new(server)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdout(Stdio::null())
@@ -307,7 +307,7 @@ async fn s3_serve_records_derives_pins_a_proposal_and_gives_the_lease_up_on_sigt
     assert!(run(&s3, &dir, &["init", "--warehouse", warehouse], &ttl_env).status.success());
     let token = |name: &str| livestate(&s3, &dir, &["token", "add", name]).trim().to_string();
     let (inventory, agent) = (token("module:inventory"), token("agent:procurement"));
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = livestate_testkit::free_port();
     let url = format!("http://127.0.0.1:{port}");
     let mut server = Command::new(env!("CARGO_BIN_EXE_livestate"))
         .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--dir"])

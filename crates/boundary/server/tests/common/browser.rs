@@ -29,7 +29,7 @@ impl Browser {
             .into_iter()
             .find(|p| std::path::Path::new(p).exists())
             .expect("ChromeDriver is missing: install the Debian packages chromium and chromium-driver (scripts/check does)");
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = livestate_testkit::free_port();
         let driver = Driver(
             Command::new(chromedriver)
                 .arg(format!("--port={port}"))
