@@ -7,7 +7,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{emit, livestate, schemathesis_python, token, Served};
+use common::{emit, livestate, schemathesis_python, serve, token};
 
 #[test]
 fn every_operation_answers_only_what_the_openapi_document_declares() {
@@ -20,7 +20,7 @@ fn every_operation_answers_only_what_the_openapi_document_declares() {
         "{\"id\":\"c1\",\"type\":\"inventory.stock_counted\",\"occurred_at\":\"2026-03-02T08:00:00Z\",\"data\":{\"item\":\"bolt\",\"location\":\"north\",\"on_hand\":5}}\n",
     );
     let admin = token(&dir, "admin", &[]);
-    let server = Served::start(&dir);
+    let server = serve(&dir);
     let python = schemathesis_python();
     let bin = std::path::Path::new(&python).with_file_name("schemathesis");
     let report = tmp.path().join("report");
@@ -31,7 +31,7 @@ fn every_operation_answers_only_what_the_openapi_document_declares() {
         .current_dir(tmp.path())
         .args([
             "run",
-            &format!("{}/v1/openapi.json", server.url),
+            &format!("{}/v1/openapi.json", server.url()),
             "--header",
             &format!("Authorization: Bearer {admin}"),
             "--checks",

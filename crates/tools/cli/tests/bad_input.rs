@@ -93,10 +93,6 @@ impl Fixture {
         f
     }
 
-    fn d(&self) -> &str {
-        self.dir.to_str().unwrap()
-    }
-
     /// `args` followed by `--dir D`.
     fn args(&self, args: &[&str]) -> Vec<OsString> {
         let mut v = os(args);
@@ -680,19 +676,10 @@ fn sql_that_would_write_or_escape_is_refused_and_changes_nothing() {
 async fn audit_of_hostile_proposal_ids_is_refused_by_the_server() {
     let f = Fixture::new();
     let token = ok(&f.args(&["token", "add", "agent:reader"]), b"").stdout.trim().to_string();
-    let port = livestate_testkit::free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_livestate"))
-        .args(["serve", "--dir", f.d(), "--listen", &format!("127.0.0.1:{port}")])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let server =
+        livestate_testkit::ServeCommand::new(Path::new(env!("CARGO_BIN_EXE_livestate")), &f.dir).start();
+    let url = server.url();
     let client = livestate_client::Client::new(&url, &token).unwrap();
-    let started = std::time::Instant::now();
-    while client.whoami().await.is_err() {
-        assert!(started.elapsed() < std::time::Duration::from_secs(60), "serve came up");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
     let tables_before = client.tables().await.unwrap();
     let long = "p".repeat(5000);
     let mut wrong = Vec::new();
@@ -712,8 +699,7 @@ async fn audit_of_hostile_proposal_ids_is_refused_by_the_server() {
     }
     let tables_after = client.tables().await.unwrap();
     let proposals = client.proposals(None).await.unwrap();
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     assert!(wrong.is_empty(), "{} case(s) wrong:\n{}", wrong.len(), wrong.join("\n"));
     assert_eq!(
         livestate_testkit::snapshots_and_tags(&tables_after),

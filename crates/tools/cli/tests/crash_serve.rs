@@ -21,8 +21,8 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -30,7 +30,7 @@ use common::{livestate, token};
 use livestate_client::{Client, ConsistentAnswer, TableRead};
 use livestate_record::{Record, RecordedEvent};
 use livestate_sim::Rng;
-use livestate_testkit::free_port;
+use livestate_testkit::{free_port, ServeChild, ServeCommand};
 use serde_json::{json, Value};
 
 /// The tables the model folds, with the columns it checks (key columns first).
@@ -171,41 +171,9 @@ fn table_name(t: &str) -> &'static str {
 // ---------------------------------------------------------------------------------------------
 // The binary and the server.
 
-struct Server {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Server {
-    fn start(dir: &Path, listen: &str, log: PathBuf) -> Server {
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
-        let child = Command::new(common::binary())
-            .args(["serve", "--listen", listen, "--dir"])
-            .arg(dir)
-            .env("LIVESTATE_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(file)
-            .spawn()
-            .unwrap();
-        Server { child, log }
-    }
-
-    fn kill_9(&mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        text.lines().rev().take(40).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `livestate serve` on `listen` (the same address at every restart), its log appended to `log`.
+fn start_server(dir: &Path, listen: &str, log: &Path) -> ServeChild {
+    ServeCommand::listening(&common::binary(), dir, listen).env("LIVESTATE_LOG", "info").log_to(log).spawn()
 }
 
 /// The example company with every budget at one second (commits every eighth of it), compaction
@@ -450,16 +418,14 @@ async fn settle_doubts(c: &Clients, stream: &[Value], ledger: &std::sync::Mutex<
     }
 }
 
-async fn wait_up(c: &Client, server: &mut Server) {
+async fn wait_up(c: &Client, server: &mut ServeChild) {
     let started = Instant::now();
     while c.whoami().await.is_err() {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            panic!("serve exited with {status} while starting:\n{}", server.log_tail());
-        }
+        server.assert_running("starting");
         assert!(
             started.elapsed() < Duration::from_secs(120),
             "serve did not come up:\n{}",
-            server.log_tail()
+            server.log_tail(40)
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -679,7 +645,7 @@ async fn kill_9_of_serve_under_load_loses_nothing_acknowledged_and_every_table_a
 
     for cycle in 0..cycles {
         let context = format!("seed {seed}, cycle {cycle}");
-        let mut server = Server::start(&dir, &listen, log.clone());
+        let mut server = start_server(&dir, &listen, &log);
         wait_up(&clients.admin, &mut server).await;
         settle_doubts(&clients, &stream, &ledger).await;
 
@@ -737,14 +703,12 @@ async fn kill_9_of_serve_under_load_loses_nothing_acknowledged_and_every_table_a
     }
 
     // The end: restart, settle what is in doubt, let every table catch up, stop cleanly.
-    let mut server = Server::start(&dir, &listen, log.clone());
+    let mut server = start_server(&dir, &listen, &log);
     wait_up(&clients.admin, &mut server).await;
     settle_doubts(&clients, &stream, &ledger).await;
     let caught_up = Instant::now();
     loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            panic!("serve exited with {status} while catching up:\n{}", server.log_tail());
-        }
+        server.assert_running("catching up");
         let health: Value = reqwest::get(format!("{url}/v1/health")).await.unwrap().json().await.unwrap();
         let head = health["record_next_offset"].as_u64().unwrap();
         let tables = clients.admin.tables().await.unwrap();
@@ -759,13 +723,12 @@ async fn kill_9_of_serve_under_load_loses_nothing_acknowledged_and_every_table_a
         assert!(
             caught_up.elapsed() < Duration::from_secs(120),
             "tables never caught up: {behind:?}\n{}",
-            server.log_tail()
+            server.log_tail(40)
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let pid = server.child.id().to_string();
-    assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
-    assert!(server.child.wait().unwrap().success(), "serve stops cleanly:\n{}", server.log_tail());
+    let stopped = server.stop("INT");
+    assert!(stopped.status.success(), "serve stops cleanly:\n{}", livestate_testkit::last_lines(&log, 40));
 
     let l = ledger.lock().unwrap();
     assert!(l.events_in_doubt.is_none() && l.proposal_in_doubt.is_none() && l.decision_in_doubt.is_none());

@@ -29,8 +29,8 @@ async fn an_mcp_client_reads_with_receipts_proposes_and_cannot_write_through_sql
         token(&dir, "agent:procurement", &[]),
         token(&dir, "person:ana", &["procurement"]),
     );
-    let server = common::Served::start(&dir);
-    let url = server.url.clone();
+    let server = common::serve(&dir);
+    let url = server.url();
     let as_admin = livestate_client::Client::new(&url, &admin).unwrap();
     let line = |id: &str, loc: &str, n: i64| {
         json!({"id": id, "type": "inventory.stock_counted", "occurred_at": "2026-03-02T08:00:00Z", "data": {"item": "bolt", "location": loc, "on_hand": n}}).to_string() + "\n"

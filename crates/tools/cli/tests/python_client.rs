@@ -7,7 +7,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{client_python, livestate, token, Served};
+use common::{client_python, livestate, serve, token};
 
 #[test]
 fn the_python_client_passes_its_tests_against_a_real_server() {
@@ -18,14 +18,14 @@ fn the_python_client_passes_its_tests_against_a_real_server() {
     let agent = token(&dir, "agent:procurement", &[]);
     let person = token(&dir, "person:ana", &["procurement"]);
     let module = token(&dir, "module:inventory", &[]);
-    let server = Served::start(&dir);
+    let server = serve(&dir);
     let python = client_python();
     let client = common::repo().join("clients/python");
     let out = Command::new(&python)
         // The tests import this clone's client, whichever clone the venv was installed from.
         .env("PYTHONPATH", client.join("src"))
         .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("LIVESTATE_URL", &server.url)
+        .env("LIVESTATE_URL", server.url())
         .env("LIVESTATE_ADMIN_TOKEN", &admin)
         .env("LIVESTATE_AGENT_TOKEN", &agent)
         .env("LIVESTATE_PERSON_TOKEN", &person)

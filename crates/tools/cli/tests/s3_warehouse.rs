@@ -307,24 +307,13 @@ async fn s3_serve_records_derives_pins_a_proposal_and_gives_the_lease_up_on_sigt
     assert!(run(&s3, &dir, &["init", "--warehouse", warehouse], &ttl_env).status.success());
     let token = |name: &str| livestate(&s3, &dir, &["token", "add", name]).trim().to_string();
     let (inventory, agent) = (token("module:inventory"), token("agent:procurement"));
-    let port = livestate_testkit::free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_livestate"))
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--dir"])
-        .arg(&dir)
+    let server = livestate_testkit::ServeCommand::new(Path::new(env!("CARGO_BIN_EXE_livestate")), &dir)
         .envs(s3.env())
         .envs(ttl_env)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let as_inventory = livestate_client::Client::new(&url, &inventory).unwrap();
-    let as_agent = livestate_client::Client::new(&url, &agent).unwrap();
-    let started = Instant::now();
-    while as_agent.whoami().await.is_err() {
-        assert!(started.elapsed() < Duration::from_secs(60), "serve came up");
-        assert!(server.try_wait().unwrap().is_none(), "serve exited");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        .capture_stderr()
+        .start();
+    let as_inventory = livestate_client::Client::new(&server.url(), &inventory).unwrap();
+    let as_agent = livestate_client::Client::new(&server.url(), &agent).unwrap();
 
     let count = |n: i64| {
         json!({"id": format!("c{n}"), "type": "inventory.stock_counted", "occurred_at": "2026-03-02T08:00:00Z", "data": {"item": "bolt", "location": "north", "on_hand": n}}).to_string() + "\n"
@@ -339,9 +328,7 @@ async fn s3_serve_records_derives_pins_a_proposal_and_gives_the_lease_up_on_sigt
     as_agent.consistent_read(&[TableRead::table("stock")]).await.unwrap();
 
     // SIGTERM, as a service manager stops it: pending work committed, the lease given up.
-    let pid = server.id().to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let out = server.wait_with_output().unwrap();
+    let out = server.stop("TERM");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && stderr.contains("everything pending was committed"), "{stderr}");
 

@@ -96,9 +96,10 @@ async fn the_sheet_command_prints_each_input_what_changed_the_arithmetic_and_the
     assert_eq!(livestate(&["init", "--dir", dir.to_str().unwrap()]).0, 0);
     let admin = token(&dir, "admin", &[]);
     let agent = token(&dir, "agent:procurement", &[]);
-    let served = common::Served::start(&dir);
-    let as_admin = livestate_client::Client::new(&served.url, &admin).unwrap();
-    let as_agent = livestate_client::Client::new(&served.url, &agent).unwrap();
+    let served = common::serve(&dir);
+    let url = served.url();
+    let as_admin = livestate_client::Client::new(&url, &admin).unwrap();
+    let as_agent = livestate_client::Client::new(&url, &agent).unwrap();
     let line = |id: &str, ty: &str, data: serde_json::Value| {
         json!({"id": id, "type": ty, "occurred_at": "2026-03-02T08:00:00Z", "data": data}).to_string() + "\n"
     };
@@ -150,7 +151,7 @@ async fn the_sheet_command_prints_each_input_what_changed_the_arithmetic_and_the
     let now = as_agent.consistent_read(&[TableRead::table("stock").key("item", "bolt")]).await.unwrap();
     assert_eq!(now.results[0].cell(0, "on_hand"), json!(3));
 
-    let (code, out, err) = livestate(&["sheet", &id, "--url", &served.url, "--token", &agent]);
+    let (code, out, err) = livestate(&["sheet", &id, "--url", &url, "--token", &agent]);
     assert_eq!(code, 0, "{err}");
     assert!(
         out.starts_with("Order 100 x bolt from acme for north: available 7 < reorder point 40\n"),
@@ -162,19 +163,18 @@ async fn the_sheet_command_prints_each_input_what_changed_the_arithmetic_and_the
     assert!(target.trim_end().ends_with("no"), "{target}");
     assert!(out.contains("available = coalesce(on_hand, 0) - coalesce(reserved, 0) + coalesce(inbound, 0) = coalesce(7, 0) - coalesce(null, 0) + coalesce(null, 0) = 7"), "{out}");
     assert!(out.contains("all 8 inputs were read at one instant"), "{out}");
-    let (code, out, err) = livestate(&["sheet", &id, "--url", &served.url, "--token", &agent, "--json"]);
+    let (code, out, err) = livestate(&["sheet", &id, "--url", &url, "--token", &agent, "--json"]);
     assert_eq!(code, 0, "{err}");
     let sheet: livestate_client::sheet::Sheet = serde_json::from_str(&out).unwrap();
     assert_eq!(sheet.inputs.len(), 8);
     assert!(sheet.verdict.one_instant);
-    let (code, _, err) = livestate(&["sheet", "p-none", "--url", &served.url, "--token", &agent]);
+    let (code, _, err) = livestate(&["sheet", "p-none", "--url", &url, "--token", &agent]);
     assert_eq!(code, 2, "an unknown proposal is the caller's mistake: {err}");
 
     // The kind's history: one approved decision, on hand recounted before it.
     let ana = token(&dir, "person:ana", &["procurement"]);
-    livestate_client::Client::new(&served.url, &ana).unwrap().decide(&id, true, "ok").await.unwrap();
-    let args =
-        ["sheet", "--kind", "stock_replenishment", "--since", "1d", "--url", &served.url, "--token", &ana];
+    livestate_client::Client::new(&url, &ana).unwrap().decide(&id, true, "ok").await.unwrap();
+    let args = ["sheet", "--kind", "stock_replenishment", "--since", "1d", "--url", &url, "--token", &ana];
     let (code, out, err) = livestate(&args);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("1 proposals: 1 approved, 0 rejected, 0 pending"), "{out}");
@@ -183,7 +183,7 @@ async fn the_sheet_command_prints_each_input_what_changed_the_arithmetic_and_the
     assert!(on_hand.contains("stock.on_hand") && on_hand.contains("1 of 1"), "{on_hand}");
     let target = out.lines().find(|l| l.starts_with("target ")).expect("a target line");
     assert!(target.contains("0 of 1"), "{target}");
-    let (code, _, err) = livestate(&["sheet", "--kind", "nope", "--url", &served.url, "--token", &ana]);
+    let (code, _, err) = livestate(&["sheet", "--kind", "nope", "--url", &url, "--token", &ana]);
     assert_eq!(code, 2, "an undeclared kind is the caller's mistake: {err}");
     assert!(err.contains("no decision kind `nope`"), "{err}");
 }

@@ -380,8 +380,7 @@ fn warehouse_rows(dir: &Path) -> BTreeMap<String, Vec<Vec<livestate_spec::Value>
         let ls = livestate_engine::Livestate::open(dir).await.unwrap();
         let mut out = BTreeMap::new();
         for (name, ts) in &ls.spec().tables {
-            let table =
-                ls.catalog().table(&paimon::catalog::Identifier::new("state", name.clone())).await.unwrap();
+            let table = ls.table(name).await.unwrap();
             let mut rows = livestate_engine::read::scan_all(&table, ts).await.unwrap();
             rows.sort_by_key(|r| format!("{r:?}"));
             out.insert(name.clone(), rows);

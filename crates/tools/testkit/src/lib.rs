@@ -8,6 +8,9 @@
 //!   awaited.
 //! - [`free_port`], [`token`] and [`Child`]: a loopback port, a token issued by the `livestate`
 //!   binary, and a child process that is killed (and reaped) when dropped.
+//! - [`ServeCommand`] and [`ServeChild`]: `livestate serve` as a child process on a free loopback
+//!   port, waited for until it listens, killed with `SIGKILL` or stopped with a signal, its log's
+//!   end in every panic about it.
 //! - `InProcessServer` (feature `server`): `livestate serve` in the test's own process, on a
 //!   loopback port, with a token per principal.
 //!
@@ -17,10 +20,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+mod process;
 #[cfg(feature = "server")]
 mod server;
 mod spec;
 
+pub use process::{last_lines, ServeChild, ServeCommand};
 #[cfg(feature = "server")]
 pub use server::InProcessServer;
 pub use spec::{example_spec, SpecFiles};

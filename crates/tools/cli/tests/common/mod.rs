@@ -66,29 +66,10 @@ pub fn client_python() -> String {
     String::from_utf8(out.stdout).unwrap().lines().last().expect("a python path").trim().to_string()
 }
 
-/// `livestate serve --dir DIR` on a free loopback port, killed when dropped.
-pub struct Served {
-    pub child: livestate_testkit::Child,
-    pub url: String,
-}
-
-impl Served {
-    /// Starts serving `dir` and waits (up to a minute) until `/v1/health` answers.
-    pub fn start(dir: &std::path::Path) -> Served {
-        let listen = format!("127.0.0.1:{}", livestate_testkit::free_port());
-        let child = Command::new(binary())
-            .args(["serve", "--dir", dir.to_str().unwrap(), "--listen", &listen])
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start livestate serve");
-        let served = Served { child: livestate_testkit::Child(child), url: format!("http://{listen}") };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while std::net::TcpStream::connect(&listen).is_err() {
-            assert!(std::time::Instant::now() < deadline, "livestate serve came up");
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        served
-    }
+/// `livestate serve --dir DIR` on a free loopback port, started and listening (up to a minute),
+/// killed when dropped.
+pub fn serve(dir: &std::path::Path) -> livestate_testkit::ServeChild {
+    livestate_testkit::ServeCommand::new(&binary(), dir).start()
 }
 
 /// Issues a token for `principal` with `scopes` in `dir`.
