@@ -150,10 +150,7 @@ impl Archive {
             Some(t) => match t.await {
                 Ok(Err(e)) => e,
                 Ok(Ok(())) => gone(),
-                Err(e) => EngineError::Derivation {
-                    offset: self.position,
-                    message: format!("the archive's task failed: {e}"),
-                },
+                Err(source) => EngineError::Task { what: "the archive's writer".into(), source },
             },
             None => gone(),
         }

@@ -12,7 +12,7 @@ use livestate_spec::TableSpec;
 use paimon::spec::BinaryRow;
 use paimon::{CommitMessage, Table};
 
-use crate::error::{paimon_err, EngineError};
+use crate::error::{arrow_err, paimon_err, EngineError};
 use crate::rows::{self, KindRow};
 use crate::window::{BeforeAfter, ClosedWindow};
 
@@ -45,7 +45,7 @@ pub(crate) async fn changes_of(
         let kinds = crate::read::row_kinds(&b)?;
         let user = b
             .project(&(1..b.num_columns()).collect::<Vec<_>>())
-            .map_err(|e| EngineError::Arrow { table: name.to_string(), message: e.to_string() })?;
+            .map_err(|source| EngineError::Arrow { table: name.to_string(), source })?;
         for (kind, row) in kinds.into_iter().zip(crate::read::rows_of(&user, ts)?) {
             let key = crate::index::key_bytes(key_idx.iter().map(|&i| &row[i]));
             let e = out.entry(key).or_insert((None, None));
@@ -72,7 +72,7 @@ pub(crate) async fn attach(
     if changes.is_empty() {
         return Ok(());
     }
-    let arrow = |message: String| EngineError::Arrow { table: name.to_string(), message };
+    let arrow = |message: String| EngineError::ArrowShape { table: name.to_string(), message };
     let plain = rows::write_schema(table, false).map_err(paimon_err(name, "schema"))?;
     let owned: Vec<KindRow> = changes.iter().map(|(k, r)| (*k, (*r).clone())).collect();
     let user = rows::to_batch(&plain, &owned).map_err(arrow)?;
@@ -85,10 +85,11 @@ pub(crate) async fn attach(
     }
     let physical = livestate_lsm::kvfile::physical_schema(table, name)?;
     for (bucket, idx) in by_bucket {
-        let message = messages.iter_mut().find(|m| m.bucket == bucket).ok_or_else(|| EngineError::Arrow {
-            table: name.to_string(),
-            message: format!("a change in bucket {bucket}, which this commit wrote nothing to"),
-        })?;
+        let message =
+            messages.iter_mut().find(|m| m.bucket == bucket).ok_or_else(|| EngineError::ArrowShape {
+                table: name.to_string(),
+                message: format!("a change in bucket {bucket}, which this commit wrote nothing to"),
+            })?;
         let seq = message.new_files.iter().map(|f| f.max_sequence_number).max().unwrap_or(0);
         let take = UInt32Array::from(idx.clone());
         let mut columns: Vec<ArrayRef> = vec![
@@ -98,10 +99,9 @@ pub(crate) async fn attach(
             )),
         ];
         for c in user.columns() {
-            columns
-                .push(arrow_select::take::take(c.as_ref(), &take, None).map_err(|e| arrow(e.to_string()))?);
+            columns.push(arrow_select::take::take(c.as_ref(), &take, None).map_err(arrow_err(name))?);
         }
-        let batch = RecordBatch::try_new(physical.clone(), columns).map_err(|e| arrow(e.to_string()))?;
+        let batch = RecordBatch::try_new(physical.clone(), columns).map_err(arrow_err(name))?;
         // Files are sorted by primary key (their min/max keys say so); -U stays before +U.
         let mut sort: Vec<SortColumn> = key_idx
             .iter()
@@ -111,9 +111,8 @@ pub(crate) async fn attach(
             values: Arc::new(UInt32Array::from_iter_values(0..idx.len() as u32)),
             options: None,
         });
-        let order = lexsort_to_indices(&sort, None).map_err(|e| arrow(e.to_string()))?;
-        let batch =
-            arrow_select::take::take_record_batch(&batch, &order).map_err(|e| arrow(e.to_string()))?;
+        let order = lexsort_to_indices(&sort, None).map_err(arrow_err(name))?;
+        let batch = arrow_select::take::take_record_batch(&batch, &order).map_err(arrow_err(name))?;
         let bucket_path = format!("{}/bucket-{bucket}", table.location().trim_end_matches('/'));
         let file = livestate_lsm::kvfile::write_changelog(table, name, &bucket_path, &batch, 0).await?;
         message.new_changelog_files.push(file);

@@ -43,8 +43,8 @@ pub(crate) fn decode(ev: RecordedEvent, spec: &CompanySpec) -> Result<Decoded, E
     let (offset, recorded_at_ms) = (ev.offset, ev.recorded_at_ms);
     let archive = archive_row(&ev);
     // Mappings were dry-run when the event was emitted; the derivers run them once, for real.
-    let event = Event::decode(ev.event, spec)
-        .map_err(|e| EngineError::Derivation { offset, message: e.to_string() })?;
+    let event =
+        Event::decode(ev.event, spec).map_err(|source| EngineError::Undecodable { offset, source })?;
     Ok(Decoded { offset, recorded_at_ms, event, archive })
 }
 

@@ -56,9 +56,25 @@ pub enum EngineError {
         #[source]
         source: paimon::Error,
     },
-    /// Building or decoding Arrow data failed.
+    /// Arrow refused data livestate built or read (a projection, a merge, a batch).
+    #[error("table {table}: arrow data: {source}")]
+    Arrow {
+        table: String,
+        #[source]
+        source: arrow_schema::ArrowError,
+    },
+    /// Data does not have the shape livestate writes or reads: a column of a type it does not
+    /// handle, a value that does not fit its column, a change row without a row kind.
     #[error("table {table}: arrow data: {message}")]
-    Arrow { table: String, message: String },
+    ArrowShape { table: String, message: String },
+    /// A task of livestate's own (a table's commit, the archive's writer, a read of part of a
+    /// table) panicked or was cancelled.
+    #[error("{what} failed: {source}")]
+    Task {
+        what: String,
+        #[source]
+        source: tokio::task::JoinError,
+    },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -85,6 +101,14 @@ pub enum EngineError {
     /// A recorded event could not be derived. Derivation stops rather than skip it.
     #[error("the event at record offset {offset} cannot be derived: {message}")]
     Derivation { offset: u64, message: String },
+    /// A recorded event does not type against the spec (the record and the spec disagree).
+    /// Derivation stops rather than skip it.
+    #[error("the event at record offset {offset} cannot be derived: {source}")]
+    Undecodable {
+        offset: u64,
+        #[source]
+        source: EventError,
+    },
     /// The warehouse does not match the spec it was initialised with.
     #[error("table {table}: {message}")]
     Mismatch { table: String, message: String },
@@ -103,9 +127,17 @@ pub enum EngineError {
         "the warehouse is in use by another livestate writer: {uri} is held by writer {owner} (pid {pid}, epoch {epoch}) for {expires_in_ms} ms more; stop it or wait for its lease to expire"
     )]
     LeaseHeld { uri: String, owner: String, pid: u32, epoch: u64, expires_in_ms: i64 },
-    /// The warehouse lease could not be taken, renewed or checked, or was lost.
+    /// The warehouse lease was lost, or the store does not support what a lease needs.
     #[error("warehouse lease {uri}: {message}")]
     Lease { uri: String, message: String },
+    /// The store holding the warehouse lease could not be reached or refused a request.
+    #[error("warehouse lease {uri}: {what}: {source}")]
+    LeaseStore {
+        uri: String,
+        what: &'static str,
+        #[source]
+        source: Box<opendal::Error>,
+    },
 }
 
 impl EngineError {
@@ -125,14 +157,18 @@ impl EngineError {
             | EngineError::BadWarehouse { .. } => ErrorKind::Input,
             EngineError::UnknownTable { .. } | EngineError::UnknownTrigger { .. } => ErrorKind::NotFound,
             EngineError::AlreadyInitialized { .. } => ErrorKind::Conflict,
-            EngineError::Locked { .. } | EngineError::LeaseHeld { .. } | EngineError::Lease { .. } => {
-                ErrorKind::Unavailable
-            }
+            EngineError::Locked { .. }
+            | EngineError::LeaseHeld { .. }
+            | EngineError::Lease { .. }
+            | EngineError::LeaseStore { .. } => ErrorKind::Unavailable,
             EngineError::Index { .. }
             | EngineError::IndexCorrupt { .. }
             | EngineError::Merge { .. }
             | EngineError::Paimon { .. }
             | EngineError::Arrow { .. }
+            | EngineError::ArrowShape { .. }
+            | EngineError::Task { .. }
+            | EngineError::Undecodable { .. }
             | EngineError::Io { .. }
             | EngineError::Derivation { .. }
             | EngineError::Mismatch { .. }
@@ -155,6 +191,10 @@ pub(crate) fn paimon_err<'a>(
     what: &'static str,
 ) -> impl FnOnce(paimon::Error) -> EngineError + 'a {
     move |source| EngineError::Paimon { table: table.to_string(), what, source }
+}
+
+pub(crate) fn arrow_err(table: &str) -> impl Fn(arrow_schema::ArrowError) -> EngineError + '_ {
+    move |source| EngineError::Arrow { table: table.to_string(), source }
 }
 
 pub(crate) fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
@@ -229,9 +269,39 @@ mod tests {
                 ErrorKind::Internal,
                 ErrorCode::Internal,
             ),
+            (
+                EngineError::Undecodable { offset: 3, source: EventError::new("data.qty", "not an integer") },
+                ErrorKind::Internal,
+                ErrorCode::Internal,
+            ),
+            (
+                EngineError::Arrow {
+                    table: "stock".into(),
+                    source: arrow_schema::ArrowError::InvalidArgumentError("lengths differ".into()),
+                },
+                ErrorKind::Internal,
+                ErrorCode::Internal,
+            ),
+            (
+                EngineError::Lease { uri: "s3://b/w".into(), message: "the lease was taken over".into() },
+                ErrorKind::Unavailable,
+                ErrorCode::Unavailable,
+            ),
         ];
         for (e, kind, code) in cases {
             assert_eq!((e.kind(), e.code()), (kind, code), "{e}");
         }
+    }
+
+    #[test]
+    fn a_cause_from_another_library_stays_typed_as_the_errors_source() {
+        use std::error::Error as _;
+        let e = EngineError::Undecodable { offset: 3, source: EventError::new("data.qty", "not an integer") };
+        assert!(e.source().and_then(|s| s.downcast_ref::<EventError>()).is_some(), "{e}");
+        let e = EngineError::Arrow {
+            table: "stock".into(),
+            source: arrow_schema::ArrowError::InvalidArgumentError("lengths differ".into()),
+        };
+        assert!(e.source().and_then(|s| s.downcast_ref::<arrow_schema::ArrowError>()).is_some(), "{e}");
     }
 }

@@ -87,8 +87,8 @@ fn operator(loc: &S3Location, env: &S3Env) -> Result<Operator, EngineError> {
     Ok(op.with_context(opendal::OperationContext::new().with_http_transport(transport)))
 }
 
-fn lease_io(uri: &str, what: &str, e: opendal::Error) -> EngineError {
-    EngineError::Lease { uri: uri.to_string(), message: format!("{what}: {e}") }
+fn lease_io(uri: &str, what: &'static str, source: opendal::Error) -> EngineError {
+    EngineError::LeaseStore { uri: uri.to_string(), what, source: Box::new(source) }
 }
 
 impl Lease {

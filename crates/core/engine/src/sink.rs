@@ -476,10 +476,10 @@ impl TableSink {
     /// Paimon and index errors of that commit; [`EngineError::Damaged`] when the table's files are.
     pub async fn finish_commit(&mut self) -> Result<Option<i64>, EngineError> {
         let Some(running) = self.running.take() else { return Ok(None) };
-        let (writer, outcome) = running.task.await.map_err(|e| EngineError::Derivation {
-            offset: running.position,
-            message: format!("the commit of {} failed: {e}", self.name),
-        })?;
+        let (writer, outcome) = running
+            .task
+            .await
+            .map_err(|source| EngineError::Task { what: format!("the commit of {}", self.name), source })?;
         self.writer = Some(writer);
         if let Some(t) = &mut self.tracking {
             t.closed(outcome.is_ok());
@@ -576,7 +576,7 @@ async fn commit_window(
     } else {
         let kinds: Vec<paimon::spec::RowKind> = rows.iter().map(|(k, _)| *k).collect();
         let batch = rows::to_batch(columns, &rows)
-            .map_err(|message| EngineError::Arrow { table: w.name.clone(), message })?;
+            .map_err(|message| EngineError::ArrowShape { table: w.name.clone(), message })?;
         drop(rows);
         writer.write(&batch, &kinds).await?
     };
@@ -658,7 +658,7 @@ async fn write_rows(
         return Ok(false);
     }
     let batch = rows::to_batch(schema, rows)
-        .map_err(|message| EngineError::Arrow { table: name.to_string(), message })?;
+        .map_err(|message| EngineError::ArrowShape { table: name.to_string(), message })?;
     if let Err(e) = write.write_arrow_batch(&batch).await {
         let e = paimon_err(name, "write")(e);
         return Err(diagnose(table, name, None, e).await);

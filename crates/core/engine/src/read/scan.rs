@@ -75,7 +75,8 @@ pub async fn paimon_scan_all(table: &Table, ts: &TableSpec) -> Result<Vec<Vec<Va
 /// # Errors
 /// A column whose values do not decode.
 pub fn rows_of(batch: &arrow_array::RecordBatch, ts: &TableSpec) -> Result<Vec<Vec<Value>>, EngineError> {
-    crate::rows::from_batch(batch).map_err(|message| EngineError::Arrow { table: ts.name.clone(), message })
+    crate::rows::from_batch(batch)
+        .map_err(|message| EngineError::ArrowShape { table: ts.name.clone(), message })
 }
 
 /// The row kinds (`+I`, `-U`, `+U`, `-D`) in the first column of an audit-log batch, whether
@@ -87,7 +88,7 @@ pub fn row_kinds(batch: &arrow_array::RecordBatch) -> Result<Vec<paimon::spec::R
     use arrow_array::Array;
     use paimon::spec::RowKind;
     let col = batch.column(0);
-    let bad = || EngineError::Arrow {
+    let bad = || EngineError::ArrowShape {
         table: "(changelog)".into(),
         message: "first column is not a row kind".into(),
     };
@@ -242,10 +243,8 @@ where
     }
     let mut parts: Vec<Option<T>> = (0..n).map(|_| None).collect();
     while let Some(done) = tasks.join_next().await {
-        let (i, part) = done.map_err(|e| EngineError::Arrow {
-            table: full.to_string(),
-            message: format!("read task failed: {e}"),
-        })?;
+        let (i, part) =
+            done.map_err(|source| EngineError::Task { what: format!("a read of part of {full}"), source })?;
         parts[i] = Some(part?);
     }
     Ok(parts.into_iter().flatten().collect())
@@ -263,7 +262,7 @@ pub(crate) async fn split_rows(
     for b in &batches {
         rows.extend(
             crate::rows::from_batch(b)
-                .map_err(|message| EngineError::Arrow { table: full.clone(), message })?,
+                .map_err(|message| EngineError::ArrowShape { table: full.clone(), message })?,
         );
     }
     Ok(rows)
