@@ -11,14 +11,14 @@
 pub mod procurement;
 pub mod work_queue;
 
-use livestate_client::RowsAnswer;
+use livestate_client::{RiskLevel, RowsAnswer};
 use serde_json::Value;
 
 /// What an agent did, for narration and summaries.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Narration {
     Shortage { item: String, location: String, available: i64, reorder_point: i64 },
-    Proposed { id: String, summary: String, risk: String },
+    Proposed { id: String, summary: String, risk: RiskLevel },
     Skipped { item: String, why: String },
     Failed { what: String, error: String },
 }

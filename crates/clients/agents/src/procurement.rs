@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use livestate_client::{Client, ClientError, ProposalStatus, TableRead};
+use livestate_client::{Client, ClientError, ProposalStatus, RiskLevel, TableRead};
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
@@ -39,6 +39,16 @@ fn risk_rank(level: &str) -> u8 {
     }
 }
 
+/// A proposal's risk from its supplier's rating: a supplier rated other than low or medium
+/// (high, or a level the rule does not know, or not rated) makes it high.
+fn proposal_risk(supplier_level: &str) -> RiskLevel {
+    match supplier_level {
+        "low" => RiskLevel::Low,
+        "medium" => RiskLevel::Medium,
+        _ => RiskLevel::High,
+    }
+}
+
 /// What the rule decides for one item from the rows read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
@@ -51,7 +61,7 @@ pub struct Plan {
     pub unit_price: Decimal,
     pub value: Decimal,
     pub lead_time_days: i64,
-    pub risk_level: String,
+    pub risk_level: RiskLevel,
     pub reasons: Vec<String>,
     /// The stock rows short of stock, the chosen offer and its supplier's risk row.
     pub short_rows: Vec<Value>,
@@ -104,20 +114,17 @@ pub fn plan(item: &str, stock: &[Value], offers: &[Value], risks: &[Value]) -> O
     let value = unit_price * Decimal::from(qty);
     let lead = int(&offer, "lead_time_days");
     let level = level_of(&supplier);
-    let mut risk = level.clone();
+    let mut risk = proposal_risk(&level);
     let mut reasons = vec![format!("supplier {supplier} is rated {level} risk")];
     if value > Decimal::from(VALUE_LIMIT) {
         reasons.push(format!("order value {value} is over {VALUE_LIMIT}"));
-        if risk_rank(&risk) < 1 {
-            risk = "medium".into();
+        if risk == RiskLevel::Low {
+            risk = RiskLevel::Medium;
         }
     }
     if short.iter().any(|s| s.3 <= 0) && lead > LEAD_TIME_LIMIT {
         reasons.push(format!("a warehouse is already out of stock and the lead time is {lead} days"));
-        risk = "high".into();
-    }
-    if risk_rank(&risk) > 2 {
-        risk = "high".into();
+        risk = RiskLevel::High;
     }
     let supplier_risk =
         risks.iter().find(|r| text(r, "supplier") == supplier).cloned().unwrap_or(Value::Null);
@@ -292,7 +299,7 @@ impl ProcurementAgent {
                 "parameters": {"value_limit": VALUE_LIMIT, "lead_time_limit_days": LEAD_TIME_LIMIT, "pack_size": plan.pack_size},
                 "text": "Where on_hand - reserved + inbound is below the reorder point, order target minus that, rounded up to the pack size of the lowest-risk supplier carrying the item (then cheapest).",
             },
-            "risk": {"level": plan.risk_level, "reasons": plan.reasons},
+            "risk": {"level": plan.risk_level.as_str(), "reasons": plan.reasons},
             "idempotency_key": format!("{item}@{location}@{}", read.offset),
         });
         let id = self.client.propose(&proposal).await?.id;
@@ -325,21 +332,54 @@ mod tests {
         assert_eq!(p.qty, 150);
         assert_eq!(p.lines, vec![("north".to_string(), 65), ("east".to_string(), 85)]);
         assert_eq!(p.value, Decimal::from_str("225.00").unwrap());
-        assert_eq!(p.risk_level, "low");
+        assert_eq!(p.risk_level, RiskLevel::Low);
         assert_eq!(p.short_rows.len(), 2);
     }
 
-    #[test]
-    fn a_stock_out_with_a_long_lead_time_is_high_risk_and_nothing_short_plans_nothing() {
-        let offers = [
+    fn acme_slow_and_dear() -> [Value; 1] {
+        [
             json!({"item": "bolt", "supplier": "acme", "pack_size": 1, "unit_price": "100", "lead_time_days": 9}),
+        ]
+    }
+
+    #[test]
+    fn a_stock_out_with_a_long_lead_time_is_high_risk() {
+        let risks = [json!({"supplier": "acme", "level": "low"})];
+        let p = plan("bolt", &[stock("north", 3, 10, 0)], &acme_slow_and_dear(), &risks).unwrap();
+        assert_eq!(p.qty, 107);
+        assert_eq!(p.risk_level, RiskLevel::High);
+        assert_eq!(p.reasons.len(), 3, "{:?}", p.reasons);
+    }
+
+    #[test]
+    fn an_order_over_the_value_limit_from_a_low_risk_supplier_is_medium_risk() {
+        let offers = [
+            json!({"item": "bolt", "supplier": "acme", "pack_size": 1, "unit_price": "100", "lead_time_days": 2}),
         ];
         let risks = [json!({"supplier": "acme", "level": "low"})];
-        let p = plan("bolt", &[stock("north", 3, 10, 0)], &offers, &risks).unwrap();
-        assert_eq!(p.qty, 107);
-        assert_eq!(p.risk_level, "high");
-        assert_eq!(p.reasons.len(), 3);
-        assert!(plan("bolt", &[stock("north", 90, 0, 0)], &offers, &risks).is_none());
+        let p = plan("bolt", &[stock("north", 30, 0, 0)], &offers, &risks).unwrap();
+        assert_eq!(p.value, Decimal::from(7000));
+        assert_eq!(p.risk_level, RiskLevel::Medium);
+    }
+
+    #[test]
+    fn a_supplier_the_rule_has_no_rating_for_makes_the_order_high_risk() {
+        let offers = [
+            json!({"item": "bolt", "supplier": "acme", "pack_size": 10, "unit_price": "1", "lead_time_days": 2}),
+        ];
+        let unrated = plan("bolt", &[stock("north", 30, 0, 0)], &offers, &[]).unwrap();
+        assert_eq!(unrated.risk_level, RiskLevel::High);
+        let odd = [json!({"supplier": "acme", "level": "severe"})];
+        assert_eq!(
+            plan("bolt", &[stock("north", 30, 0, 0)], &offers, &odd).unwrap().risk_level,
+            RiskLevel::High
+        );
+    }
+
+    #[test]
+    fn nothing_short_or_nobody_carrying_the_item_plans_nothing() {
+        let risks = [json!({"supplier": "acme", "level": "low"})];
+        assert!(plan("bolt", &[stock("north", 90, 0, 0)], &acme_slow_and_dear(), &risks).is_none());
         assert!(plan("bolt", &[stock("north", 3, 0, 0)], &[], &risks).is_none());
     }
 }

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use livestate_client::{Client, ClientError, ProposalStatus, TableRead};
+use livestate_client::{Client, ClientError, ProposalStatus, RiskLevel, TableRead};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
@@ -142,7 +142,7 @@ impl WorkQueueAgent {
             let id = self.client.propose(&proposal).await?.id;
             self.pending.insert(job_id, id.clone());
             if let Some(tx) = &self.narrate {
-                let _ = tx.send(Narration::Proposed { id: id.clone(), summary, risk: "low".into() });
+                let _ = tx.send(Narration::Proposed { id: id.clone(), summary, risk: RiskLevel::Low });
             }
             made.push(id);
         }

@@ -269,10 +269,19 @@ mod tests {
     }
 
     #[test]
-    fn deduplicate_keeps_the_last_row_of_a_key_and_a_delete_removes_it() {
+    fn deduplicate_keeps_the_last_row_of_a_key() {
         let dedup = Merger::new(&table("work_queue")).unwrap();
-        let r = |v: &str| vec![s("k"), s(v), Value::Null, Value::Null, Value::Null, Value::Null];
-        assert_eq!(dedup.apply(Some(r("a")), Action::Upsert, &r("b")), Some(r("b")));
-        assert_eq!(dedup.apply(Some(r("a")), Action::Delete, &r("b")), None);
+        assert_eq!(dedup.apply(Some(work_row("a")), Action::Upsert, &work_row("b")), Some(work_row("b")));
+        assert_eq!(dedup.apply(None, Action::Upsert, &work_row("b")), Some(work_row("b")));
+    }
+
+    #[test]
+    fn a_delete_on_a_deduplicate_table_removes_the_row() {
+        let dedup = Merger::new(&table("work_queue")).unwrap();
+        assert_eq!(dedup.apply(Some(work_row("a")), Action::Delete, &work_row("b")), None);
+    }
+
+    fn work_row(v: &str) -> Vec<Value> {
+        vec![s("k"), s(v), Value::Null, Value::Null, Value::Null, Value::Null]
     }
 }

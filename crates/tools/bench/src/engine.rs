@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use livestate_engine::index::key_bytes;
 use livestate_engine::{At, Derivers, Livestate, ReadRequest, Reader};
 use livestate_spec::Value;
 use serde::{Deserialize, Serialize};
@@ -19,7 +18,7 @@ use tokio::sync::Notify;
 
 use crate::digest::{self, TableDigest};
 use crate::error::{BenchError, Result};
-use crate::stats::Latencies;
+use crate::stats::{Latencies, Scanned};
 use crate::workload::{key, touches_stock, Generator};
 
 /// The table freshness is measured on (its budget is 1 s in the benchmark spec).
@@ -98,8 +97,14 @@ pub struct Steady {
     pub reads: Reads,
 }
 
-/// Files and bytes below `path`, in one walk: (Parquet data files, bytes of every file).
-fn disk_usage(path: &Path) -> (u64, u64) {
+/// What lies below a directory.
+struct DiskUsage {
+    parquet_files: u64,
+    bytes: u64,
+}
+
+/// Parquet data files and bytes of every file below `path`, in one walk.
+fn disk_usage(path: &Path) -> DiskUsage {
     let mut parquet = 0;
     let mut bytes = 0;
     let mut stack = vec![path.to_path_buf()];
@@ -117,7 +122,7 @@ fn disk_usage(path: &Path) -> (u64, u64) {
             }
         }
     }
-    (parquet, bytes)
+    DiskUsage { parquet_files: parquet, bytes }
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -247,8 +252,8 @@ pub async fn ingest(dir: &Path, spec_dir: &Path, events: &Path, batch: usize) ->
     let n = counted.load(Ordering::Acquire);
     let derived = derived?;
     let seconds = start.elapsed().as_secs_f64();
-    let (data_files, warehouse) = disk_usage(&ls.layout().warehouse_dir());
-    let (_, record) = disk_usage(&ls.layout().record_dir());
+    let DiskUsage { parquet_files: data_files, bytes: warehouse } = disk_usage(&ls.layout().warehouse_dir());
+    let record = disk_usage(&ls.layout().record_dir()).bytes;
     let peak_rss_mib = crate::memory::own_peak_rss_mib();
     Ok(Ingest {
         batch,
@@ -381,9 +386,9 @@ pub async fn reads(ls: &Livestate, item_locations: usize, lookups: usize) -> Res
     let mut index = Vec::with_capacity(lookups);
     for i in sample_keys(item_locations, lookups) {
         let (item, loc) = key(i);
-        let k = key_bytes([Value::String(item), Value::String(loc.into())].iter());
+        let k = [Value::String(item), Value::String(loc.into())];
         let t = Instant::now();
-        let row = ls.index().get(FRESH_TABLE, &k)?;
+        let row = ls.current_row(FRESH_TABLE, &k)?;
         index.push(t.elapsed());
         if row.is_none() {
             return Err(BenchError::peer(
@@ -395,9 +400,11 @@ pub async fn reads(ls: &Livestate, item_locations: usize, lookups: usize) -> Res
     let (indexed, files) = (ls.reader(), ls.reader().without_index());
     let mut read_api = timed_reads(&indexed, item_locations, (lookups / 10).max(10)).await?;
     let mut paimon_scan = timed_reads(&files, item_locations, (lookups / 200).max(5)).await?;
-    let (scan_rows, scan_seconds) = full_scans(&files, FRESH_TABLE, 3).await?;
-    let (index_rows, index_scan_seconds) = full_scans(&indexed, FRESH_TABLE, 3).await?;
-    let (columnar_rows, columnar_scan_seconds) = columnar_scans(&files, FRESH_TABLE, 3).await?;
+    let Scanned { rows: scan_rows, seconds: scan_seconds } = full_scans(&files, FRESH_TABLE, 3).await?;
+    let Scanned { rows: index_rows, seconds: index_scan_seconds } =
+        full_scans(&indexed, FRESH_TABLE, 3).await?;
+    let Scanned { rows: columnar_rows, seconds: columnar_scan_seconds } =
+        columnar_scans(&files, FRESH_TABLE, 3).await?;
     if index_rows != scan_rows || columnar_rows != scan_rows {
         let message = format!(
             "a full read gave {scan_rows} rows from Paimon, {columnar_rows} as Arrow batches and {index_rows} from the index"
@@ -418,32 +425,26 @@ pub async fn reads(ls: &Livestate, item_locations: usize, lookups: usize) -> Res
 
 /// Rows and median seconds of `times` full reads of the stock table through the read API, with
 /// the lookup index or without it (as `reader` is).
-async fn full_scans(reader: &Reader<'_>, table: &str, times: usize) -> Result<(u64, f64)> {
-    let mut scans = Vec::new();
-    let mut scan_rows = 0;
+async fn full_scans(reader: &Reader<'_>, table: &str, times: usize) -> Result<Scanned> {
+    let mut reads = Vec::new();
     for _ in 0..times.max(1) {
         let req = ReadRequest { table: table.into(), keys: vec![], at: At::Latest };
         let t = Instant::now();
         let rows = reader.read(&req).await?;
-        scans.push(t.elapsed().as_secs_f64());
-        scan_rows = rows.rows.len() as u64;
+        reads.push((rows.rows.len() as u64, t.elapsed().as_secs_f64()));
     }
-    scans.sort_by(f64::total_cmp);
-    Ok((scan_rows, scans[scans.len() / 2]))
+    Ok(Scanned::median_of(&reads))
 }
 
 /// Rows and median seconds of `times` full reads of the stock table's files as Arrow batches.
-async fn columnar_scans(reader: &Reader<'_>, table: &str, times: usize) -> Result<(u64, f64)> {
-    let mut scans = Vec::new();
-    let mut scan_rows = 0;
+async fn columnar_scans(reader: &Reader<'_>, table: &str, times: usize) -> Result<Scanned> {
+    let mut reads = Vec::new();
     for _ in 0..times.max(1) {
         let t = Instant::now();
         let batches = reader.scan_batches(table, &At::Latest).await?;
-        scans.push(t.elapsed().as_secs_f64());
-        scan_rows = batches.num_rows() as u64;
+        reads.push((batches.num_rows() as u64, t.elapsed().as_secs_f64()));
     }
-    scans.sort_by(f64::total_cmp);
-    Ok((scan_rows, scans[scans.len() / 2]))
+    Ok(Scanned::median_of(&reads))
 }
 
 /// The full scans alone, `times` of each (from the files, then through the lookup index, then
@@ -454,9 +455,10 @@ async fn columnar_scans(reader: &Reader<'_>, table: &str, times: usize) -> Resul
 /// Engine errors.
 pub async fn scans_of(dir: &Path, table: &str, times: usize) -> Result<serde_json::Value> {
     let ls = Livestate::open(dir).await?;
-    let (rows, files_seconds) = full_scans(&ls.reader().without_index(), table, times).await?;
-    let (_, index_seconds) = full_scans(&ls.reader(), table, times).await?;
-    let (_, columnar_seconds) = columnar_scans(&ls.reader(), table, times).await?;
+    let Scanned { rows, seconds: files_seconds } =
+        full_scans(&ls.reader().without_index(), table, times).await?;
+    let index_seconds = full_scans(&ls.reader(), table, times).await?.seconds;
+    let columnar_seconds = columnar_scans(&ls.reader(), table, times).await?.seconds;
     Ok(serde_json::json!({
         "columnar_seconds": columnar_seconds,
         "columnar_rows_per_s": rows as f64 / columnar_seconds,

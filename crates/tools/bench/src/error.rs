@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use livestate_api::ErrorKind;
+
 /// Why a benchmark step could not run. Each names the step, so a failed run says where.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
@@ -41,6 +43,18 @@ impl BenchError {
     pub(crate) fn peer(peer: &'static str, message: impl Into<String>) -> BenchError {
         BenchError::Peer { peer, message: message.into() }
     }
+
+    /// Whose failure this is: livestate's errors report their own kind; PostgreSQL that cannot
+    /// be reached (not started, refusing connections) is unavailable; a file the run cannot
+    /// write, a peer's wrong answer or an unhealthy soak is internal.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            BenchError::Engine(e) => e.kind(),
+            BenchError::Http(e) => e.kind(),
+            BenchError::Postgres(e) if e.as_db_error().is_none() => ErrorKind::Unavailable,
+            BenchError::Postgres(_) | BenchError::Io { .. } | BenchError::Peer { .. } => ErrorKind::Internal,
+        }
+    }
 }
 
 /// The server's own message when there is one (`db error` alone says nothing).
@@ -57,3 +71,22 @@ fn pg_message(e: &tokio_postgres::Error) -> String {
 }
 
 pub type Result<T, E = BenchError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_error_says_whose_failure_it_is() {
+        let unknown =
+            livestate_engine::EngineError::UnknownTable { name: "stok".into(), known: vec!["stock".into()] };
+        let cases = [
+            (BenchError::from(unknown), ErrorKind::NotFound),
+            (BenchError::io("write", "/tmp/x")(std::io::Error::other("denied")), ErrorKind::Internal),
+            (BenchError::peer("PostgreSQL", "digests differ"), ErrorKind::Internal),
+        ];
+        for (e, kind) in cases {
+            assert_eq!(e.kind(), kind, "{e}");
+        }
+    }
+}

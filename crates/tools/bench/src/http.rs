@@ -39,11 +39,19 @@ pub fn livestate_bin() -> Result<PathBuf> {
     }
 }
 
-/// Lookup latencies over HTTP and the server's memory after them (MiB).
+/// Point reads over HTTP.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HttpLookups {
+    pub latencies: Latencies,
+    /// The server's memory after the reads (PSS of its process tree).
+    pub serve_pss_mib: f64,
+}
+
+/// Lookup latencies over HTTP and the server's memory after them.
 ///
 /// # Errors
 /// The server not starting; a lookup failing or not finding its row.
-pub async fn lookups(dir: &Path, item_locations: usize, n: usize) -> Result<(Latencies, f64)> {
+pub async fn lookups(dir: &Path, item_locations: usize, n: usize) -> Result<HttpLookups> {
     let bin = livestate_bin()?;
     let dir_s = dir.to_string_lossy().to_string();
     let out = Command::new(&bin)
@@ -89,5 +97,5 @@ pub async fn lookups(dir: &Path, item_locations: usize, n: usize) -> Result<(Lat
     let mut out = reads.await?;
     let pss: u64 = tree(serving.0.id()).into_iter().filter_map(pss_kib).sum();
     drop(serving);
-    Ok((Latencies::of(&mut out), pss as f64 / 1024.0))
+    Ok(HttpLookups { latencies: Latencies::of(&mut out), serve_pss_mib: pss as f64 / 1024.0 })
 }

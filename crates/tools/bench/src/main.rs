@@ -178,9 +178,8 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
             json(&engine::reads_of(&dir, item_locations, lookups).await?)
         }
         Some(Step::Http(Lookups { dir, item_locations, lookups })) => {
-            let (latencies, serve_mib) =
-                livestate_bench::http::lookups(&dir, item_locations, lookups).await?;
-            json(&serde_json::json!({"latencies": latencies, "serve_pss_mib": serve_mib}))
+            let got = livestate_bench::http::lookups(&dir, item_locations, lookups).await?;
+            json(&serde_json::json!({"latencies": got.latencies, "serve_pss_mib": got.serve_pss_mib}))
         }
         Some(Step::Scans { dir, times, table }) => json(&engine::scans_of(&dir, &table, times).await?),
         Some(Step::Freshness { dir, item_locations, seed, rate, seconds }) => {
@@ -238,7 +237,13 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::FAILURE
+            // As the livestate binary: 2 when the caller can fix it (a wrong path, argument or
+            // spec), 1 otherwise.
+            if e.kind().is_callers() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

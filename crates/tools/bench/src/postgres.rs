@@ -27,7 +27,7 @@ use tokio_postgres::{Client, NoTls, Statement};
 
 use crate::digest::{self, TableDigest};
 use crate::error::{BenchError, Result};
-use crate::stats::Latencies;
+use crate::stats::{Latencies, Scanned};
 use crate::workload::key;
 
 const PEER: &str = "PostgreSQL";
@@ -352,12 +352,20 @@ pub async fn reset(c: &Client) -> Result<()> {
     Ok(())
 }
 
+/// What one ingest did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Loaded {
+    pub events: u64,
+    pub seconds: f64,
+    pub commits: u64,
+}
+
 /// Ingests the JSON-lines `events` into fresh tables, one transaction of `batch` events at a
-/// time, in `mode`. Returns events, seconds and commits.
+/// time, in `mode`.
 ///
 /// # Errors
 /// PostgreSQL errors; a line that is not JSON.
-pub async fn ingest(c: &mut Client, events: &str, batch: usize, mode: Mode) -> Result<(u64, f64, u64)> {
+pub async fn ingest(c: &mut Client, events: &str, batch: usize, mode: Mode) -> Result<Loaded> {
     reset(c).await?;
     match mode {
         Mode::SetBased => ingest_set_based(c, events, batch).await,
@@ -365,7 +373,7 @@ pub async fn ingest(c: &mut Client, events: &str, batch: usize, mode: Mode) -> R
     }
 }
 
-async fn ingest_pipelined(c: &mut Client, events: &str, batch: usize) -> Result<(u64, f64, u64)> {
+async fn ingest_pipelined(c: &mut Client, events: &str, batch: usize) -> Result<Loaded> {
     let s = Statements::prepare(c).await?;
     let lines: Vec<&str> = events.lines().collect();
     let start = Instant::now();
@@ -395,7 +403,7 @@ async fn ingest_pipelined(c: &mut Client, events: &str, batch: usize) -> Result<
         tx.commit().await?;
         commits += 1;
     }
-    Ok((lines.len() as u64, start.elapsed().as_secs_f64(), commits))
+    Ok(Loaded { events: lines.len() as u64, seconds: start.elapsed().as_secs_f64(), commits })
 }
 
 /// The staging table of the set-based mode: one typed row per event of the batch, in record order
@@ -515,7 +523,7 @@ fn staging_rows(lines: &[&str]) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-async fn ingest_set_based(c: &mut Client, events: &str, batch: usize) -> Result<(u64, f64, u64)> {
+async fn ingest_set_based(c: &mut Client, events: &str, batch: usize) -> Result<Loaded> {
     c.batch_execute(STAGING).await?;
     let copy =
         format!("COPY staging (seq, id, type, occurred_at, data, {}) FROM STDIN", STAGED_FIELDS.join(", "));
@@ -540,7 +548,7 @@ async fn ingest_set_based(c: &mut Client, events: &str, batch: usize) -> Result<
         commits += 1;
     }
     c.batch_execute("DROP TABLE staging").await?;
-    Ok((lines.len() as u64, start.elapsed().as_secs_f64(), commits))
+    Ok(Loaded { events: lines.len() as u64, seconds: start.elapsed().as_secs_f64(), commits })
 }
 
 /// Each state table's content ([`crate::digest`]): every column as canonical text, computed in
@@ -637,17 +645,15 @@ fn decode_stock(r: &tokio_postgres::Row) -> StockRow {
 ///
 /// # Errors
 /// PostgreSQL errors.
-pub async fn scan(c: &Client) -> Result<(u64, f64)> {
-    let mut times = Vec::new();
-    let mut n = 0;
+pub async fn scan(c: &Client) -> Result<Scanned> {
+    let mut reads = Vec::new();
     for _ in 0..3 {
         let t = Instant::now();
         let rows = c.query("SELECT * FROM stock", &[]).await?;
-        n = rows.iter().map(decode_stock).count() as u64;
-        times.push(t.elapsed().as_secs_f64());
+        let n = rows.iter().map(decode_stock).count() as u64;
+        reads.push((n, t.elapsed().as_secs_f64()));
     }
-    times.sort_by(f64::total_cmp);
-    Ok((n, times[1]))
+    Ok(Scanned::median_of(&reads))
 }
 
 /// The database's size on disk, in MiB.

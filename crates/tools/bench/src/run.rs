@@ -17,6 +17,7 @@ use crate::error::{BenchError, Result};
 use crate::memory::{tree, Sampler};
 use crate::process::answer;
 use crate::report::{IngestRun, Ours, Pypaimon, Results};
+use crate::stats::Scanned;
 use crate::workload::{key, Generator};
 use crate::{http, postgres, pypaimon};
 
@@ -252,7 +253,8 @@ async fn run_in(o: &Options, p: &Plan, work: &Path) -> Result<Results> {
     )?;
     done(t);
     let t = step(&mut n, "livestate: point lookups over HTTP (livestate serve)");
-    let (http, serve_pss) = http::lookups(&dir, p.item_locations, p.http_lookups).await?;
+    let http::HttpLookups { latencies: http, serve_pss_mib: serve_pss } =
+        http::lookups(&dir, p.item_locations, p.http_lookups).await?;
     done(t);
     let mut freshness = Vec::new();
     for rate in &o.rates {
@@ -299,7 +301,7 @@ async fn run_in(o: &Options, p: &Plan, work: &Path) -> Result<Results> {
                 let sampler = Sampler::start(move || root.map(tree).unwrap_or_default());
                 let ingested = postgres::ingest(&mut c, &text, batch, mode).await;
                 let peak = sampler.stop();
-                let (events_n, seconds, commits) = ingested?;
+                let postgres::Loaded { events: events_n, seconds, commits } = ingested?;
                 let digests = postgres::digests(&c).await?;
                 let ours = &ours.ingests[0].digests;
                 if let Some(d) = disagreement(ours, &digests) {
@@ -327,7 +329,7 @@ async fn run_in(o: &Options, p: &Plan, work: &Path) -> Result<Results> {
         drop(text);
         let t = step(&mut n, "PostgreSQL: point lookups and full scans of the last ingest's tables");
         let lookups = postgres::lookups(&server, p.item_locations, p.pg_lookups).await?;
-        let (scan_rows, scan_seconds) = postgres::scan(&c).await?;
+        let Scanned { rows: scan_rows, seconds: scan_seconds } = postgres::scan(&c).await?;
         pg = Some(postgres::Figures {
             version: server.version.clone(),
             ingests: pg_ingests,

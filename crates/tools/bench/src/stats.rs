@@ -12,6 +12,25 @@ pub struct Latencies {
     pub max_us: f64,
 }
 
+/// Full reads of a table: the rows each read returned and the median read's seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scanned {
+    pub rows: u64,
+    pub seconds: f64,
+}
+
+impl Scanned {
+    /// The rows of the last of `reads` (each `(rows, seconds)`) and the median seconds.
+    ///
+    /// # Panics
+    /// When `reads` is empty.
+    pub fn median_of(reads: &[(u64, f64)]) -> Scanned {
+        let mut seconds: Vec<f64> = reads.iter().map(|r| r.1).collect();
+        seconds.sort_by(f64::total_cmp);
+        Scanned { rows: reads.last().expect("one read at least").0, seconds: seconds[seconds.len() / 2] }
+    }
+}
+
 impl Latencies {
     /// Nearest-rank percentiles of `samples` (all zero when there are none).
     pub fn of(samples: &mut [Duration]) -> Latencies {

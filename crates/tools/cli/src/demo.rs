@@ -282,7 +282,7 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<Summary> {
                 format!("shortage     {item} at {location}: available {available} < reorder point {reorder_point}")
             }
             Line::Agent(Narration::Proposed { id, summary, risk }) => {
-                format!("proposal     {id}: {summary} [{risk} risk]")
+                format!("proposal     {id}: {summary} [{} risk]", risk.as_str())
             }
             Line::Agent(Narration::Skipped { item, why }) => format!("no proposal  {item}: {why}"),
             Line::Agent(Narration::Failed { what, error }) => format!("problem      {what}: {error}"),
