@@ -199,10 +199,7 @@ fn carry_forward(
             mergers.insert(i.table.clone(), m);
         }
     }
-    let index = s.ls.index();
-    let fetch = |table: &str, key: &[SpecValue]| {
-        index.get(table, &livestate_engine::index::key_bytes(key.iter())).ok().flatten()
-    };
+    let fetch = |table: &str, key: &[SpecValue]| s.ls.current_row(table, key).ok().flatten();
     let mut out = Vec::new();
     let mut budget = MAX_REPORT_SCAN;
     for ex in examined {

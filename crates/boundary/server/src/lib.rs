@@ -507,7 +507,7 @@ async fn health(State(s): State<Arc<Shared>>) -> Response {
         record_next_offset: s.ls.record().next_offset(),
         stores: Stores {
             record: store(s.ls.record().memory()),
-            index: store(s.ls.index().memory()),
+            index: store(s.ls.index_memory()),
             proposals: store(s.store.memory()),
         },
         heap_live_bytes: heap::live_bytes(),

@@ -538,10 +538,7 @@ pub(crate) async fn audit_of(s: &Arc<Shared>, id: &str) -> Result<Audit, ApiErro
 /// The (table, key) pairs an event's mappings write.
 fn touched_keys(s: &Shared, ev: &livestate_record::RecordedEvent) -> Vec<(String, String)> {
     let Ok(event) = Event::decode(ev.event.clone(), s.ls.spec()) else { return Vec::new() };
-    let index = s.ls.index();
-    let fetch = |table: &str, key: &[livestate_spec::Value]| {
-        index.get(table, &livestate_engine::index::key_bytes(key.iter())).ok().flatten()
-    };
+    let fetch = |table: &str, key: &[livestate_spec::Value]| s.ls.current_row(table, key).ok().flatten();
     let Ok(ops) = event.row_ops_with(s.ls.spec(), ev.offset, &fetch) else { return Vec::new() };
     ops.into_iter()
         .filter_map(|op| {

@@ -348,10 +348,10 @@ pub(crate) async fn firings(
     let consumer = consumer_of(&caller, param("consumer"))?;
     let limit = param("limit").map(parse_limit).transpose()?.unwrap_or(1000);
     let ack = param("ack") != Some("false");
-    let firings = s.ls.index().pending(&trigger, &consumer, limit)?;
+    let firings = s.ls.firings().pending(&trigger, &consumer, limit)?;
     if ack {
         if let Some(last) = firings.last() {
-            s.ls.index().ack(&trigger, &consumer, last.seq)?;
+            s.ls.firings().ack(&trigger, &consumer, last.seq)?;
         }
     }
     Ok(Json(Firings { consumer, firings: firings.into_iter().map(firing).collect() }))
@@ -379,7 +379,7 @@ pub(crate) async fn stream(
             if *stopping.borrow() {
                 return;
             }
-            let batch = match s.ls.index().pending(&trigger, &consumer, 256) {
+            let batch = match s.ls.firings().pending(&trigger, &consumer, 256) {
                 Ok(b) => b,
                 Err(e) => {
                     let _ = tx.send(Ok(Event::default().event("error").data(e.to_string()))).await;
@@ -391,7 +391,8 @@ pub(crate) async fn stream(
                 let event = Event::default().event("firing").id(f.seq.to_string()).data(data);
                 // Handed to the connection: acknowledged. A closed connection stops here, and the
                 // firing stays pending for the consumer's next connection.
-                if tx.send(Ok(event)).await.is_err() || s.ls.index().ack(&trigger, &consumer, f.seq).is_err()
+                if tx.send(Ok(event)).await.is_err()
+                    || s.ls.firings().ack(&trigger, &consumer, f.seq).is_err()
                 {
                     return;
                 }

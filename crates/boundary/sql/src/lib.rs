@@ -62,7 +62,7 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use futures::StreamExt;
-use livestate_engine::{At, Catalog, Reader, Receipt};
+use livestate_engine::{At, Reader, Receipt};
 use paimon_datafusion::PaimonTableProvider;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -361,10 +361,10 @@ async fn tables(
     // Pin every table to its current latest snapshot, so the receipt names exactly what
     // the scan reads even if a commit lands meanwhile.
     let mut registered: HashMap<String, (String, Receipt)> = HashMap::new();
-    let (catalog, spec) = (reader.catalog(), reader.spec());
+    let spec = reader.spec();
     for ts in spec.tables.values() {
         let receipt = reader.receipt(&ts.name, &At::Latest).await?;
-        let provider = provider(catalog, &ts.name, receipt.snapshot_id.map(At::Snapshot)).await?;
+        let provider = provider(reader, &ts.name, receipt.snapshot_id.map(At::Snapshot)).await?;
         tables.push((ts.name.clone(), provider));
         registered.insert(ts.name.clone(), (ts.name.clone(), receipt));
     }
@@ -380,7 +380,7 @@ async fn tables(
         }
         let receipt = reader.receipt(&v.table, &v.at).await.map_err(|e| SqlError::Version(e.to_string()))?;
         let name = format!("{}__v{n}", v.table);
-        let provider = provider(catalog, &v.table, Some(v.at.clone())).await?;
+        let provider = provider(reader, &v.table, Some(v.at.clone())).await?;
         tables.push((name.clone(), provider));
         registered.insert(name.clone(), (v.table.clone(), receipt));
         text.replace_range(v.start..v.end, &format!("{name} AS {}", v.table));
@@ -427,14 +427,11 @@ async fn plan_and_run(
 }
 
 async fn provider(
-    catalog: &Catalog,
+    reader: &Reader<'_>,
     table: &str,
     at: Option<At>,
 ) -> Result<Arc<PaimonTableProvider>, SqlError> {
-    let t = catalog
-        .table(livestate_engine::TableId::state(table).identifier())
-        .await
-        .map_err(|e| SqlError::Exec(e.to_string()))?;
+    let t = reader.table(table).await?;
     let t = match at {
         None | Some(At::Latest) => t,
         Some(At::Snapshot(id)) => t

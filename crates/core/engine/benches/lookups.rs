@@ -118,11 +118,9 @@ fn main() {
         }
         let mut raw_index = Vec::new();
         for _ in 0..samples {
-            let key = livestate_engine::index::key_bytes(
-                [livestate_spec::Value::String(item(next())), livestate_spec::Value::String("north".into())].iter(),
-            );
+            let key = [livestate_spec::Value::String(item(next())), livestate_spec::Value::String("north".into())];
             let t = Instant::now();
-            let row = ls.index().get("stock", &key).unwrap();
+            let row = ls.current_row("stock", &key).unwrap();
             raw_index.push(t.elapsed());
             assert!(row.is_some());
         }
@@ -137,12 +135,12 @@ fn main() {
                               "data": {"item": item(i), "location": "north", "reorder_point": 40, "target": 90}});
             ls.emit(&plan.to_string(), false).unwrap();
             d.commit_all().await.unwrap();
-            let before = ls.index().last_seq("stock_below_reorder_point").unwrap();
+            let before = ls.firings().last_seq("stock_below_reorder_point").unwrap();
             let low = json!({"id": format!("l{round}"), "type": "inventory.stock_counted", "occurred_at": "2026-03-02T09:00:01Z",
                              "data": {"item": item(i), "location": "north", "on_hand": 1}});
             let t = Instant::now();
             ls.emit(&low.to_string(), false).unwrap();
-            while ls.index().last_seq("stock_below_reorder_point").unwrap() == before {
+            while ls.firings().last_seq("stock_below_reorder_point").unwrap() == before {
                 ls.step(&mut d).await.unwrap();
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }

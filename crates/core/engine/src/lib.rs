@@ -41,7 +41,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use livestate_record::{Appended, Record, RecordedEvent};
-use livestate_spec::{CompanySpec, Event, EventEnvelope};
+use livestate_spec::{CompanySpec, Event, EventEnvelope, Value};
 use paimon::Catalog as _;
 
 pub use catalog::Catalog;
@@ -379,17 +379,41 @@ impl Livestate {
         RecordView(&self.record)
     }
 
-    /// The lookup index: each state table's current rows by key, and trigger firings with their
-    /// consumers' cursors.
-    pub fn index(&self) -> &Index {
-        &self.index
+    /// The row of `table` whose primary key is `key` (values in primary-key order) as of the
+    /// table's last commit, from the lookup index: what a lookup join of the next event reads.
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownTable`]; store errors, or a stored row that does not decode.
+    pub fn current_row(&self, table: &str, key: &[Value]) -> Result<Option<Vec<Value>>, EngineError> {
+        self.known_table(table)?;
+        self.index.get(table, &index::key_bytes(key.iter()))
     }
 
-    /// The warehouse's catalog, for reading tables (SQL, inspection). livestate's own writes go
-    /// through its derivers and maintainers; a write through this catalog would be a second
-    /// writer the directory's lock does not cover.
-    pub fn catalog(&self) -> &Catalog {
-        &self.catalog
+    /// Every row the lookup index holds for `table`, in key order: the table as of its last
+    /// commit, as the index (not the files) has it.
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownTable`]; store errors, or a stored row that does not decode.
+    pub fn indexed_rows(&self, table: &str) -> Result<Vec<Vec<Value>>, EngineError> {
+        self.known_table(table)?;
+        self.index.rows(table)
+    }
+
+    /// What the lookup index's store holds in memory now (block cache and unflushed writes).
+    pub fn index_memory(&self) -> livestate_record::StoreMemory {
+        self.index.memory()
+    }
+
+    /// The triggers' firings and their consumers' cursors.
+    pub fn firings(&self) -> FiringsView<'_> {
+        FiringsView(&self.index)
+    }
+
+    fn known_table(&self, table: &str) -> Result<(), EngineError> {
+        match self.spec.table(table) {
+            Some(_) => Ok(()),
+            None => Err(EngineError::UnknownTable { name: table.to_string(), known: self.table_names() }),
+        }
     }
 
     /// Whether the warehouse is on object storage under a single-writer lease.
@@ -425,7 +449,7 @@ impl Livestate {
     ///
     /// # Errors
     /// As [`read::archive_rows`].
-    pub async fn archive_rows(&self) -> Result<Vec<Vec<livestate_spec::Value>>, EngineError> {
+    pub async fn archive_rows(&self) -> Result<Vec<Vec<Value>>, EngineError> {
         // Not through `reader()`: the archive has no receipt, so no lag source to look up.
         read::archive_rows(&self.catalog).await
     }
@@ -632,6 +656,43 @@ impl RecordView<'_> {
     /// What the record's store holds in memory.
     pub fn memory(&self) -> livestate_record::StoreMemory {
         self.0.memory()
+    }
+}
+
+/// The triggers' firings and each consumer's cursor ([`Livestate::firings`]). Firings are made
+/// by the derivers' commits; a consumer reads what lies past its cursor and moves the cursor
+/// once it has handed the firings on.
+#[derive(Clone, Copy)]
+pub struct FiringsView<'a>(&'a Index);
+
+impl FiringsView<'_> {
+    /// Up to `limit` firings of `trigger` after `consumer`'s cursor, in firing order.
+    ///
+    /// # Errors
+    /// Store errors, or a stored firing that does not decode.
+    pub fn pending(
+        &self,
+        trigger: &str,
+        consumer: &str,
+        limit: usize,
+    ) -> Result<Vec<triggers::Firing>, EngineError> {
+        self.0.pending(trigger, consumer, limit)
+    }
+
+    /// Moves `consumer`'s cursor on `trigger` to `seq`: the firings up to it are handed on.
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn ack(&self, trigger: &str, consumer: &str, seq: u64) -> Result<(), EngineError> {
+        self.0.ack(trigger, consumer, seq)
+    }
+
+    /// The sequence number of `trigger`'s latest firing (0 when it never fired).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub fn last_seq(&self, trigger: &str) -> Result<u64, EngineError> {
+        self.0.last_seq(trigger)
     }
 }
 

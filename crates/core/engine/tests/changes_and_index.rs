@@ -10,28 +10,26 @@ use common::workload::{count, event, event_op, TABLES};
 use common::{canon, fresh, line};
 use futures::TryStreamExt;
 use livestate_engine::read::ServedBy;
-use livestate_engine::schema::STATE_DB;
 use livestate_engine::Livestate;
 use livestate_spec::Value;
-use paimon::catalog::Identifier;
 use paimon::IncrementalScanMode;
 use proptest::prelude::*;
 use serde_json::json;
 
 async fn paimon_rows(ls: &Livestate, table: &str) -> Vec<String> {
     let ts = ls.spec().table(table).unwrap();
-    let t = ls.catalog().table(&Identifier::new(STATE_DB, table)).await.unwrap();
+    let t = ls.table(table).await.unwrap();
     canon(livestate_engine::read::paimon_scan_all(&t, ts).await.unwrap())
 }
 
 fn index_rows(ls: &Livestate, table: &str) -> Vec<String> {
-    canon(ls.index().rows(table).unwrap())
+    canon(ls.indexed_rows(table).unwrap())
 }
 
 /// Every change row of every snapshot, replayed in order onto an empty map keyed by primary key.
 async fn replayed(ls: &Livestate, table: &str) -> Vec<String> {
     let ts = ls.spec().table(table).unwrap();
-    let t = ls.catalog().table(&Identifier::new(STATE_DB, table)).await.unwrap();
+    let t = ls.table(table).await.unwrap();
     let Some(latest) = t.snapshot_manager().get_latest_snapshot_id().await.unwrap() else {
         return Vec::new();
     };
@@ -216,7 +214,7 @@ async fn an_index_read_pairs_rows_with_the_snapshot_they_belong_to_while_commits
     let key = [("item", "part-1"), ("location", "north")];
     let key_values: Vec<Value> = key.iter().map(|(_, v)| Value::String(v.to_string())).collect();
     let key_bytes = livestate_engine::index::key_bytes(key_values.iter());
-    let template = ls.index().get("stock", &key_bytes).unwrap().expect("the counted row");
+    let template = ls.current_row("stock", &key_values).unwrap().expect("the counted row");
     let on_hand = ls.spec().table("stock").unwrap().columns.get_index_of("on_hand").unwrap();
 
     // Commit n sets on_hand to n and names snapshot FIRST + n (past the derivers' own). It also
@@ -235,6 +233,7 @@ async fn an_index_read_pairs_rows_with_the_snapshot_they_belong_to_while_commits
     // An index of its own, which this test writes as the derivers would (the directory's own
     // index is written only by its derivers), holding the counted row as of commit 0.
     let index_dir = tempfile::tempdir().unwrap();
+    let catalog = livestate_engine::open_catalog(ls.layout()).unwrap();
     let index =
         std::sync::Arc::new(livestate_engine::index::Index::open(index_dir.path(), ls.spec()).unwrap());
     let first =
@@ -272,15 +271,10 @@ async fn an_index_read_pairs_rows_with_the_snapshot_they_belong_to_while_commits
             assert_eq!(row[on_hand], Value::Int(snapshot - FIRST), "a view mixed two commits");
             viewed += 1;
         }
-        let read = livestate_engine::read::read(
-            ls.catalog(),
-            ls.spec(),
-            &req,
-            &ls.lag_source(),
-            Some(&*reader_index),
-        )
-        .await
-        .unwrap();
+        let read =
+            livestate_engine::read::read(&catalog, ls.spec(), &req, &ls.lag_source(), Some(&*reader_index))
+                .await
+                .unwrap();
         if read.receipt.served_by != ServedBy::Index {
             continue;
         }
@@ -324,7 +318,7 @@ async fn a_where_condition_reads_the_same_rows_from_the_index_and_from_paimon() 
     common::derive(&ls).await;
     let ts = ls.spec().table("open_orders").unwrap();
     let col = |n: &str| ts.columns.get_index_of(n).unwrap();
-    let all = ls.index().rows("open_orders").unwrap();
+    let all = ls.indexed_rows("open_orders").unwrap();
     let latest = livestate_engine::ReadRequest {
         table: "open_orders".into(),
         keys: Vec::new(),

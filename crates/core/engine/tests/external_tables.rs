@@ -13,7 +13,6 @@ use arrow_schema::{DataType, Field, Schema};
 use common::{derive, line, rows};
 use livestate_engine::flink::{flink_sql, FlinkTarget};
 use livestate_engine::{At, EngineError, Livestate, ReadRequest};
-use paimon::catalog::Identifier;
 use serde_json::json;
 
 const FLINK_USER: &str = "flink-job-7f3a";
@@ -51,7 +50,7 @@ fn count(n: u32, on_hand: i64) -> String {
 /// Commits `rows` (supplier, level) into `state.supplier_risk` as another engine would: its own
 /// commit user, its checkpoint number as the commit identifier.
 async fn flink_commits(ls: &Livestate, rows: &[(&str, &str)], checkpoint: i64) {
-    let table = ls.catalog().table(&Identifier::new("state", "supplier_risk")).await.unwrap();
+    let table = ls.table("supplier_risk").await.unwrap();
     let base = paimon::arrow::build_target_arrow_schema(table.schema().fields()).unwrap();
     let mut fields: Vec<Field> = base.fields().iter().map(|f| f.as_ref().clone()).collect();
     fields.push(Field::new(paimon::spec::VALUE_KIND_FIELD_NAME, DataType::Int8, false));
@@ -82,7 +81,7 @@ async fn flink_commits(ls: &Livestate, rows: &[(&str, &str)], checkpoint: i64) {
 }
 
 async fn snapshots(ls: &Livestate, table: &str) -> Vec<(i64, String, i64)> {
-    let t = ls.catalog().table(&Identifier::new("state", table)).await.unwrap();
+    let t = ls.table(table).await.unwrap();
     let sm = t.snapshot_manager();
     let mut out = Vec::new();
     for id in sm.list_all_ids().await.unwrap() {

@@ -8,11 +8,9 @@ mod common;
 use common::workload::{event, event_or_compaction, Op, TABLES};
 use common::{canon, fresh, line};
 use livestate_engine::read::{paimon_scan_all, rows_of, scan_all, scan_all_batches};
-use livestate_engine::schema::STATE_DB;
 use livestate_engine::Livestate;
 use livestate_spec::expr::compare;
 use livestate_spec::Value;
-use paimon::catalog::Identifier;
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -20,7 +18,7 @@ use serde_json::json;
 async fn assert_reads_agree(ls: &Livestate, when: &str) {
     for name in TABLES {
         let ts = ls.spec().table(name).unwrap();
-        let t = ls.catalog().table(&Identifier::new(STATE_DB, name)).await.unwrap();
+        let t = ls.table(name).await.unwrap();
         let own = scan_all(&t, ts).await.unwrap();
         let key_idx: Vec<usize> =
             ts.primary_key.iter().map(|k| ts.columns.get_index_of(k).unwrap()).collect();

@@ -75,7 +75,7 @@ async fn rows_at(ls: &Livestate, table: &str, at: At) -> Vec<serde_json::Value> 
 
 /// The row kinds of snapshot `id`'s changelog, with each row's key column `key`.
 async fn changelog_of(ls: &Livestate, table: &str, id: i64, key: &str) -> Vec<(String, String)> {
-    let t = ls.catalog().table(&paimon::catalog::Identifier::new("state", table)).await.unwrap();
+    let t = ls.table(table).await.unwrap();
     let rb = t.new_read_builder();
     let plan =
         rb.new_incremental_scan(paimon::IncrementalScanMode::Changelog, id - 1, id).plan().await.unwrap();

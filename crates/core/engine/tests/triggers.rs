@@ -38,7 +38,7 @@ async fn a_trigger_fires_once_per_crossing_and_rearms_only_past_its_hysteresis()
         lines.push(count(i as u32 + 3, on_hand));
     }
     derive_each(&ls, &lines).await;
-    let fired = ls.index().pending(TRIGGER, "buyer", 100).unwrap();
+    let fired = ls.firings().pending(TRIGGER, "buyer", 100).unwrap();
     let seen: Vec<(u64, i64, Option<i64>)> = fired
         .iter()
         .map(|f| {
@@ -63,30 +63,30 @@ async fn an_applied_change_fires_only_once_its_table_commits() {
     let mut derivers = ls.derivers().await.unwrap();
     // Applied, but the 5-minute stock table is not due to commit: nothing may fire.
     ls.step(&mut derivers).await.unwrap();
-    assert!(ls.index().pending(TRIGGER, "buyer", 10).unwrap().is_empty());
+    assert!(ls.firings().pending(TRIGGER, "buyer", 10).unwrap().is_empty());
     derivers.commit_all().await.unwrap();
     derivers.finish().await;
-    assert_eq!(ls.index().pending(TRIGGER, "buyer", 10).unwrap().len(), 1);
+    assert_eq!(ls.firings().pending(TRIGGER, "buyer", 10).unwrap().len(), 1);
 }
 
 #[tokio::test]
 async fn each_consumer_resumes_after_its_own_cursor_across_a_restart() {
     let (d, ls) = fresh().await;
     derive_each(&ls, &[planning(1), count(2, 5)]).await;
-    let first = ls.index().pending(TRIGGER, "buyer", 10).unwrap();
+    let first = ls.firings().pending(TRIGGER, "buyer", 10).unwrap();
     assert_eq!(first.len(), 1);
-    ls.index().ack(TRIGGER, "buyer", first[0].seq).unwrap();
-    assert!(ls.index().pending(TRIGGER, "buyer", 10).unwrap().is_empty());
-    assert_eq!(ls.index().pending(TRIGGER, "planner", 10).unwrap().len(), 1, "consumers are independent");
+    ls.firings().ack(TRIGGER, "buyer", first[0].seq).unwrap();
+    assert!(ls.firings().pending(TRIGGER, "buyer", 10).unwrap().is_empty());
+    assert_eq!(ls.firings().pending(TRIGGER, "planner", 10).unwrap().len(), 1, "consumers are independent");
     drop(ls);
 
     // A restart of the deriver and of the consumers: nothing fires twice, cursors hold.
     let ls = Livestate::open(&d.path().join("d")).await.unwrap();
     derive_each(&ls, &[]).await;
-    assert!(ls.index().pending(TRIGGER, "buyer", 10).unwrap().is_empty());
-    assert_eq!(ls.index().pending(TRIGGER, "planner", 10).unwrap().len(), 1);
+    assert!(ls.firings().pending(TRIGGER, "buyer", 10).unwrap().is_empty());
+    assert_eq!(ls.firings().pending(TRIGGER, "planner", 10).unwrap().len(), 1);
     derive_each(&ls, &[count(3, 40), count(4, 3)]).await;
-    let next = ls.index().pending(TRIGGER, "buyer", 10).unwrap();
+    let next = ls.firings().pending(TRIGGER, "buyer", 10).unwrap();
     assert_eq!(next.iter().map(|f| f.seq).collect::<Vec<_>>(), vec![2]);
 }
 
@@ -97,7 +97,7 @@ async fn a_deleted_row_rearms_its_trigger() {
         line(n, "operations.job_status_changed", json!({"job_id": "j1", "status": status}))
     };
     derive_each(&ls, &[job(1, "blocked"), job(2, "blocked"), job(3, "released"), job(4, "blocked")]).await;
-    let fired = ls.index().pending("job_blocked", "ops", 10).unwrap();
+    let fired = ls.firings().pending("job_blocked", "ops", 10).unwrap();
     assert_eq!(fired.len(), 2, "blocked, (still blocked), released re-arms, blocked again");
 }
 
@@ -124,17 +124,17 @@ async fn a_commit_the_index_missed_is_replayed_from_the_changelog_and_fires_once
     copy_dir(&index, &saved);
     let ls = Livestate::open(&d.path().join("d")).await.unwrap();
     derive_each(&ls, &[count(3, 5)]).await;
-    assert_eq!(ls.index().pending(TRIGGER, "buyer", 10).unwrap().len(), 1);
+    assert_eq!(ls.firings().pending(TRIGGER, "buyer", 10).unwrap().len(), 1);
     drop(ls);
 
     // As if the process died after the Paimon commit of that count, before the index update.
     std::fs::remove_dir_all(&index).unwrap();
     std::fs::rename(&saved, &index).unwrap();
     let ls = Livestate::open(&d.path().join("d")).await.unwrap();
-    assert!(ls.index().pending(TRIGGER, "buyer", 10).unwrap().is_empty());
+    assert!(ls.firings().pending(TRIGGER, "buyer", 10).unwrap().is_empty());
     let d2 = ls.derivers().await.unwrap();
     drop(d2);
-    let fired = ls.index().pending(TRIGGER, "buyer", 10).unwrap();
+    let fired = ls.firings().pending(TRIGGER, "buyer", 10).unwrap();
     assert_eq!(
         fired.iter().map(|f| (f.seq, f.after["on_hand"].as_i64())).collect::<Vec<_>>(),
         vec![(1, Some(5))]
@@ -143,5 +143,5 @@ async fn a_commit_the_index_missed_is_replayed_from_the_changelog_and_fires_once
     assert_eq!(rows[0]["on_hand"], 5);
     // Opening again replays nothing twice.
     drop(ls.derivers().await.unwrap());
-    assert_eq!(ls.index().pending(TRIGGER, "buyer", 10).unwrap().len(), 1);
+    assert_eq!(ls.firings().pending(TRIGGER, "buyer", 10).unwrap().len(), 1);
 }

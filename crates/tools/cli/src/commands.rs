@@ -627,7 +627,7 @@ fn deliver(ls: &Livestate, trigger: &str, consumer: &str, peek: bool) -> anyhow:
     let mut out = std::io::stdout().lock();
     let mut n = 0;
     loop {
-        let batch = ls.index().pending(trigger, consumer, 256)?;
+        let batch = ls.firings().pending(trigger, consumer, 256)?;
         let Some(last) = batch.last().map(|f| f.seq) else { return Ok(n) };
         for f in &batch {
             writeln!(out, "{}", serde_json::to_string(f)?)?;
@@ -638,7 +638,7 @@ fn deliver(ls: &Livestate, trigger: &str, consumer: &str, peek: bool) -> anyhow:
             return Ok(n);
         }
         // Printed and flushed first, then acknowledged: a crash in between prints these again.
-        ls.index().ack(trigger, consumer, last)?;
+        ls.firings().ack(trigger, consumer, last)?;
     }
 }
 

@@ -28,7 +28,7 @@ use livestate_spec::{Action, MergeEngine, Merger, TableSpec, Value};
 use paimon::spec::RowKind;
 use paimon::{DataSplit, Table};
 
-use crate::error::EngineError;
+use crate::error::{arrow_err, EngineError};
 
 const SEQUENCE: &str = "_SEQUENCE_NUMBER";
 const VALUE_KIND: &str = "_VALUE_KIND";
@@ -83,7 +83,7 @@ impl Ordered {
     fn user(&self, full: &str) -> Result<arrow_array::RecordBatch, EngineError> {
         self.raw
             .project(&(2..self.raw.num_columns()).collect::<Vec<_>>())
-            .map_err(|e| EngineError::Arrow { table: full.to_string(), message: e.to_string() })
+            .map_err(|source| EngineError::Arrow { table: full.to_string(), source })
     }
 }
 
@@ -107,7 +107,7 @@ async fn ordered(
     {
         return Ok(None);
     }
-    let bad = |message: String| EngineError::Arrow { table: full.to_string(), message };
+    let bad = |message: String| EngineError::ArrowShape { table: full.to_string(), message };
     let mut batches = Vec::new();
     for file in files {
         let path = split.data_file_path(file);
@@ -124,13 +124,11 @@ async fn ordered(
     {
         return Ok(None);
     }
-    let raw = arrow_select::concat::concat_batches(&schema, &batches).map_err(|e| bad(e.to_string()))?;
+    let raw = arrow_select::concat::concat_batches(&schema, &batches).map_err(arrow_err(full))?;
     drop(batches);
     // A read by key merges only that key's rows.
     let raw = match key_mask(&raw, ts, filters) {
-        Some(mask) => {
-            arrow_select::filter::filter_record_batch(&raw, &mask).map_err(|e| bad(e.to_string()))?
-        }
+        Some(mask) => arrow_select::filter::filter_record_batch(&raw, &mask).map_err(arrow_err(full))?,
         None => raw,
     };
     let (Some(seqs), Some(kinds)) = (
@@ -154,7 +152,7 @@ async fn ordered(
         .map(|k| raw.column(2 + ts.columns.get_index_of(k).expect("key column")).clone())
         .collect();
     // Each file is sorted by key: a stable sort of the concatenation merges those runs.
-    let order = KeyOrder::new(&key_cols, seqs.values()).map_err(|e| bad(e.to_string()))?;
+    let order = KeyOrder::new(&key_cols, seqs.values()).map_err(arrow_err(full))?;
     Ok(Some(Ordered { raw, kinds, order }))
 }
 
@@ -174,7 +172,7 @@ pub(crate) async fn merge_split(
     full: &str,
 ) -> Result<Option<MergedBucket>, EngineError> {
     let Some(o) = ordered(table, ts, merger, split, filters, full).await? else { return Ok(None) };
-    let bad = |message: String| EngineError::Arrow { table: full.to_string(), message };
+    let bad = |message: String| EngineError::ArrowShape { table: full.to_string(), message };
     let user = o.user(full)?;
     if let Some(merged) = merge_columns(&o, ts, &user, full)? {
         let rows = crate::rows::from_batch(&merged.batch).map_err(bad)?;
@@ -182,7 +180,7 @@ pub(crate) async fn merge_split(
     }
     let Ordered { kinds, order, .. } = o;
     let taken = arrow_select::take::take_record_batch(&user, &UInt32Array::from(order.order.clone()))
-        .map_err(|e| bad(e.to_string()))?;
+        .map_err(arrow_err(full))?;
     let mut decoded = crate::rows::from_batch(&taken).map_err(bad)?.into_iter();
     let mut out = Vec::with_capacity(order.groups.len());
     let mut group_of = Vec::with_capacity(order.groups.len());
@@ -218,7 +216,7 @@ fn merge_columns(
         MergeEngine::Aggregation => return Ok(None),
     };
     livestate_lsm::merge::merge(user, &o.kinds, &o.order, pick)
-        .map_err(|e| EngineError::Arrow { table: full.to_string(), message: e.to_string() })
+        .map_err(|source| EngineError::Arrow { table: full.to_string(), source })
 }
 
 /// One bucket merged into one Arrow batch of the table's columns, in key order, or `None` when
@@ -243,7 +241,7 @@ pub(crate) async fn merge_split_batch(
             crate::rows::write_schema(table, false).map_err(crate::error::paimon_err(full, "schema"))?;
         let rows: Vec<crate::rows::KindRow> = bucket.rows.into_iter().map(|r| (RowKind::Insert, r)).collect();
         let batch = crate::rows::to_batch(&schema, &rows)
-            .map_err(|message| EngineError::Arrow { table: full.to_string(), message })?;
+            .map_err(|message| EngineError::ArrowShape { table: full.to_string(), message })?;
         return Ok(Some(batch));
     }
     let Some(o) = ordered(table, ts, merger, split, &[], full).await? else { return Ok(None) };
@@ -384,7 +382,6 @@ pub(crate) async fn merged_plan_batches(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::TableId;
     use crate::{Livestate, CATCH_UP_COMMIT_EVENTS};
 
     fn line(n: u32, ty: &str, data: serde_json::Value) -> String {
@@ -428,7 +425,7 @@ mod tests {
         }
         for name in ["stock", "open_orders", "reservations_total"] {
             let ts = ls.spec().table(name).unwrap();
-            let table = ls.catalog().table(TableId::state(name).identifier()).await.unwrap();
+            let table = ls.table(name).await.unwrap();
             let merger = own_merger(&table, ts).unwrap_or_else(|| panic!("{name} is merged by livestate"));
             let plan = table.new_read_builder().new_scan().plan().await.unwrap();
             assert!(!plan.splits().is_empty(), "{name} has data");

@@ -39,9 +39,13 @@ impl<'a> Reader<'a> {
         self.spec
     }
 
-    /// The warehouse's catalog, for engines that register its tables themselves (SQL).
-    pub fn catalog(&self) -> &'a Catalog {
-        self.catalog
+    /// The Paimon table of the state table `name`, for engines that register tables themselves
+    /// (SQL). Reading it is the caller's; livestate writes only through its derivers.
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownTable`], or Paimon errors opening it.
+    pub async fn table(&self, name: &str) -> Result<Table, EngineError> {
+        get_table(self.catalog, self.spec, name).await.map(|(t, _)| t)
     }
 
     /// Rows of a state table as `req` asks, with a receipt (see [`read()`]).
