@@ -87,9 +87,13 @@ mod tests {
     }
 
     #[test]
-    fn an_answer_without_the_stores_is_refused_and_refusing_appends_reads_back() {
+    fn an_answer_without_the_stores_is_refused() {
         let partial = serde_json::json!({"status": "ok", "record_next_offset": 3, "heap_live_bytes": null});
         assert!(serde_json::from_value::<Health>(partial).is_err(), "stores are required");
+    }
+
+    #[test]
+    fn a_health_answer_refusing_appends_reads_back_with_its_error() {
         let refusing = Health {
             status: HealthStatus::RefusingAppends,
             record_next_offset: 7,

@@ -440,15 +440,23 @@ mod tests {
             .contains("expected pending, approved or rejected"));
     }
 
-    #[test]
-    fn a_first_proposal_answer_carries_tags_and_a_repeated_one_says_duplicate() {
-        let first: Proposed = serde_json::from_str(
+    fn first_answer() -> Proposed {
+        serde_json::from_str(
             r#"{"id":"p1","status":"pending","offset":3,"tags":[{"table":"stock","snapshot_id":4,"tag":"proposal-p1-s4"}]}"#,
         )
-        .expect("parses");
+        .expect("parses")
+    }
+
+    #[test]
+    fn a_first_proposal_answer_carries_its_tags() {
+        let first = first_answer();
         assert!(!first.duplicate && first.tags.as_ref().is_some_and(|t| t[0].tag == "proposal-p1-s4"));
-        let again =
-            serde_json::to_value(Proposed { tags: None, duplicate: true, ..first }).expect("serializes");
+    }
+
+    #[test]
+    fn a_repeated_proposal_answer_says_duplicate_without_tags() {
+        let again = serde_json::to_value(Proposed { tags: None, duplicate: true, ..first_answer() })
+            .expect("serializes");
         assert_eq!(
             again,
             serde_json::json!({"id": "p1", "status": "pending", "offset": 3, "duplicate": true})

@@ -196,17 +196,25 @@ need = "1h"
     }
 
     #[test]
-    fn a_table_read_only_by_a_nightly_decision_is_loosened_and_an_unread_one_is_marked() {
+    fn a_table_read_only_by_a_nightly_decision_is_loosened() {
         let advice = advise(&spec("2s"));
         let slow = of(&advice, "slow");
         assert_eq!(slow.recommended, Some("nightly@02:00".parse().unwrap()));
         assert_eq!(slow.verdict(), "loosen");
         assert_eq!(slow.commits_per_hour, 28_800.0, "1 s commits every 125 ms");
         assert!(describe(slow).contains("loosen to nightly@02:00: saves about 28800.0 commits an hour"));
+    }
+
+    #[test]
+    fn a_table_no_decision_reads_is_marked_unread() {
+        let advice = advise(&spec("2s"));
         let alone = of(&advice, "alone");
         assert_eq!((alone.recommended, alone.verdict()), (None, "unread"));
         assert!(describe(alone).contains("no declared decision reads it"));
-        // A need equal to the budget: keep it.
+    }
+
+    #[test]
+    fn a_budget_equal_to_what_its_decisions_need_is_kept() {
         assert_eq!(of(&advise(&spec("5m")), "fast").verdict(), "keep");
     }
 }

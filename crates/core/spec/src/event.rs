@@ -470,7 +470,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_line_head_is_its_type_module_and_string_id_and_nothing_for_other_lines() {
+    fn a_line_head_is_its_type_module_and_string_id() {
         let h = LineHead::peek(r#"{"id":"d1","type":"decisions.proposal_created","data":{}}"#).unwrap();
         assert_eq!(
             (h.event_type.as_str(), h.module(), h.id.as_deref()),
@@ -480,6 +480,10 @@ mod tests {
         assert_eq!((h.module(), h.id.as_deref()), ("nodot", None));
         let h = LineHead::peek(r#"{"data":{"type":"x"},"type":"a.b\u0021","id":"i\"d"}"#).unwrap();
         assert_eq!((h.event_type.as_str(), h.id.as_deref()), ("a.b!", Some("i\"d")), "escapes read");
+    }
+
+    #[test]
+    fn a_line_that_is_not_an_object_with_a_string_type_has_no_head() {
         for line in ["[1]", "null", r#"{"type":1}"#, r#"{"id":"x"}"#, "{", r#"{"type":"a"} x"#] {
             assert_eq!(LineHead::peek(line), None, "{line}");
         }

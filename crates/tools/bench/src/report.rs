@@ -462,8 +462,12 @@ mod tests {
     }
 
     #[test]
-    fn a_ratio_is_ours_over_the_peers_and_blank_when_the_peer_is_zero() {
+    fn a_ratio_is_ours_over_the_peers() {
         assert_eq!(ratio(Some(10.0), Some(4.0)), "2.50x");
+    }
+
+    #[test]
+    fn a_ratio_against_a_peer_of_zero_is_blank() {
         assert_eq!(ratio(Some(1.0), Some(0.0)), "");
     }
 }
