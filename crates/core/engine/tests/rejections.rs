@@ -58,6 +58,25 @@ async fn skip_invalid_appends_the_good_lines_only() {
 }
 
 #[tokio::test]
+async fn an_input_over_one_chunk_is_appended_chunk_by_chunk_with_its_line_numbers() {
+    let (_d, ls) = fresh().await;
+    // One chunk and five events more, with a blank line and a bad one among them.
+    let n = livestate_engine::EMIT_CHUNK as u32 + 5;
+    let mut lines: Vec<String> = (1..=n).map(|i| counted(i, json!(i))).collect();
+    lines.insert(3, String::new());
+    lines.insert(7, counted(0, json!("many")));
+    let mut chunks = Vec::new();
+    let report = ls.emit_with(&lines.join("\n"), true, |acked| chunks.push(acked.len())).unwrap();
+    assert_eq!(chunks, vec![livestate_engine::EMIT_CHUNK, 5], "each chunk acknowledged on its own");
+    assert_eq!(report.skipped.iter().map(|l| l.line).collect::<Vec<_>>(), vec![8]);
+    let numbered: Vec<(usize, u64)> = report.appended.iter().map(|(l, a)| (*l, a.offset)).collect();
+    assert_eq!(numbered.len(), n as usize);
+    assert_eq!(numbered[..4], [(1, 0), (2, 1), (3, 2), (5, 3)]);
+    assert_eq!(numbered.last(), Some(&(n as usize + 2, u64::from(n) - 1)));
+    assert_eq!(ls.record().next_offset(), u64::from(n));
+}
+
+#[tokio::test]
 async fn resent_id_is_idempotent_and_changed_content_is_refused() {
     let (_d, ls) = fresh().await;
     let first = ls.emit(&counted(1, json!(5)), false).unwrap();
