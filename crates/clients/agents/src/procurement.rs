@@ -42,9 +42,9 @@ fn risk_rank(level: &str) -> u8 {
 /// A proposal's risk from its supplier's rating: a supplier rated other than low or medium
 /// (high, or a level the rule does not know, or not rated) makes it high.
 fn proposal_risk(supplier_level: &str) -> RiskLevel {
-    match supplier_level {
-        "low" => RiskLevel::Low,
-        "medium" => RiskLevel::Medium,
+    match risk_rank(supplier_level) {
+        0 => RiskLevel::Low,
+        1 => RiskLevel::Medium,
         _ => RiskLevel::High,
     }
 }

@@ -12,7 +12,7 @@ use livestate_spec::TableSpec;
 use paimon::spec::BinaryRow;
 use paimon::{CommitMessage, Table};
 
-use crate::error::{arrow_err, paimon_err, EngineError};
+use crate::error::{arrow_err, paimon_err, shape_err, EngineError};
 use crate::rows::{self, KindRow};
 use crate::window::{BeforeAfter, ClosedWindow};
 
@@ -72,7 +72,7 @@ pub(crate) async fn attach(
     if changes.is_empty() {
         return Ok(());
     }
-    let arrow = |message: String| EngineError::ArrowShape { table: name.to_string(), message };
+    let arrow = shape_err(name);
     let plain = rows::write_schema(table, false).map_err(paimon_err(name, "schema"))?;
     let owned: Vec<KindRow> = changes.iter().map(|(k, r)| (*k, (*r).clone())).collect();
     let user = rows::to_batch(&plain, &owned).map_err(arrow)?;

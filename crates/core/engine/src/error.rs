@@ -197,6 +197,10 @@ pub(crate) fn arrow_err(table: &str) -> impl Fn(arrow_schema::ArrowError) -> Eng
     move |source| EngineError::Arrow { table: table.to_string(), source }
 }
 
+pub(crate) fn shape_err(table: &str) -> impl Fn(String) -> EngineError + '_ {
+    move |message| EngineError::ArrowShape { table: table.to_string(), message }
+}
+
 pub(crate) fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
     move |source| EngineError::Io { path: path.to_path_buf(), source }
 }

@@ -300,18 +300,17 @@ impl Livestate {
         // The accepted events, already in the chunks they are appended in, each sized for the
         // lines left: grown by doubling and then moved into chunks, these events were copied
         // into fresh pages about a dozen times an append (a profile of the ingest's page faults).
-        let mut lines_left = memchr::memchr_iter(b'\n', input.as_bytes()).count() + 1;
+        let lines = memchr::memchr_iter(b'\n', input.as_bytes()).count() + 1;
         let mut chunks: Vec<Vec<(usize, Event)>> = Vec::new();
         let mut bad = Vec::new();
         for (i, line) in input.lines().enumerate() {
-            lines_left = lines_left.saturating_sub(1);
             if line.trim().is_empty() {
                 continue;
             }
             match Event::parse_line(line, &self.spec) {
                 Ok(ev) => {
                     if chunks.last().is_none_or(|c| c.len() >= EMIT_CHUNK) {
-                        chunks.push(Vec::with_capacity((lines_left + 1).min(EMIT_CHUNK)));
+                        chunks.push(Vec::with_capacity(lines.saturating_sub(i).min(EMIT_CHUNK)));
                     }
                     chunks.last_mut().expect("a chunk with room").push((i + 1, ev));
                 }
@@ -397,7 +396,7 @@ impl Livestate {
     /// # Errors
     /// [`EngineError::UnknownTable`]; store errors, or a stored row that does not decode.
     pub fn current_row(&self, table: &str, key: &[Value]) -> Result<Option<Vec<Value>>, EngineError> {
-        self.known_table(table)?;
+        read::table_spec(&self.spec, table)?;
         self.index.get(table, &index::key_bytes(key.iter()))
     }
 
@@ -407,7 +406,7 @@ impl Livestate {
     /// # Errors
     /// [`EngineError::UnknownTable`]; store errors, or a stored row that does not decode.
     pub fn indexed_rows(&self, table: &str) -> Result<Vec<Vec<Value>>, EngineError> {
-        self.known_table(table)?;
+        read::table_spec(&self.spec, table)?;
         self.index.rows(table)
     }
 
@@ -419,13 +418,6 @@ impl Livestate {
     /// The triggers' firings and their consumers' cursors.
     pub fn firings(&self) -> FiringsView<'_> {
         FiringsView(&self.index)
-    }
-
-    fn known_table(&self, table: &str) -> Result<(), EngineError> {
-        match self.spec.table(table) {
-            Some(_) => Ok(()),
-            None => Err(EngineError::UnknownTable { name: table.to_string(), known: self.table_names() }),
-        }
     }
 
     /// Whether the warehouse is on object storage under a single-writer lease.

@@ -12,7 +12,7 @@ use paimon::spec::Snapshot;
 use paimon::{CommitMessage, Table, TableCommit, TableWrite};
 use tokio::task::JoinHandle;
 
-use crate::error::{paimon_err, EngineError};
+use crate::error::{paimon_err, shape_err, EngineError};
 use crate::index::IndexMeta;
 use crate::rows::{self, KindRow};
 use crate::schema::{latest_own_snapshot, COMMIT_USER};
@@ -575,8 +575,7 @@ async fn commit_window(
         Vec::new()
     } else {
         let kinds: Vec<paimon::spec::RowKind> = rows.iter().map(|(k, _)| *k).collect();
-        let batch = rows::to_batch(columns, &rows)
-            .map_err(|message| EngineError::ArrowShape { table: w.name.clone(), message })?;
+        let batch = rows::to_batch(columns, &rows).map_err(shape_err(&w.name))?;
         drop(rows);
         writer.write(&batch, &kinds).await?
     };
@@ -657,8 +656,7 @@ async fn write_rows(
     if rows.is_empty() {
         return Ok(false);
     }
-    let batch = rows::to_batch(schema, rows)
-        .map_err(|message| EngineError::ArrowShape { table: name.to_string(), message })?;
+    let batch = rows::to_batch(schema, rows).map_err(shape_err(name))?;
     if let Err(e) = write.write_arrow_batch(&batch).await {
         let e = paimon_err(name, "write")(e);
         return Err(diagnose(table, name, None, e).await);

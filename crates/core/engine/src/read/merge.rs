@@ -28,7 +28,7 @@ use livestate_spec::{Action, MergeEngine, Merger, TableSpec, Value};
 use paimon::spec::RowKind;
 use paimon::{DataSplit, Table};
 
-use crate::error::{arrow_err, EngineError};
+use crate::error::{arrow_err, shape_err, EngineError};
 
 const SEQUENCE: &str = "_SEQUENCE_NUMBER";
 const VALUE_KIND: &str = "_VALUE_KIND";
@@ -107,7 +107,7 @@ async fn ordered(
     {
         return Ok(None);
     }
-    let bad = |message: String| EngineError::ArrowShape { table: full.to_string(), message };
+    let bad = shape_err(full);
     let mut batches = Vec::new();
     for file in files {
         let path = split.data_file_path(file);
@@ -172,7 +172,7 @@ pub(crate) async fn merge_split(
     full: &str,
 ) -> Result<Option<MergedBucket>, EngineError> {
     let Some(o) = ordered(table, ts, merger, split, filters, full).await? else { return Ok(None) };
-    let bad = |message: String| EngineError::ArrowShape { table: full.to_string(), message };
+    let bad = shape_err(full);
     let user = o.user(full)?;
     if let Some(merged) = merge_columns(&o, ts, &user, full)? {
         let rows = crate::rows::from_batch(&merged.batch).map_err(bad)?;
@@ -240,8 +240,7 @@ pub(crate) async fn merge_split_batch(
         let schema =
             crate::rows::write_schema(table, false).map_err(crate::error::paimon_err(full, "schema"))?;
         let rows: Vec<crate::rows::KindRow> = bucket.rows.into_iter().map(|r| (RowKind::Insert, r)).collect();
-        let batch = crate::rows::to_batch(&schema, &rows)
-            .map_err(|message| EngineError::ArrowShape { table: full.to_string(), message })?;
+        let batch = crate::rows::to_batch(&schema, &rows).map_err(shape_err(full))?;
         return Ok(Some(batch));
     }
     let Some(o) = ordered(table, ts, merger, split, &[], full).await? else { return Ok(None) };

@@ -75,8 +75,7 @@ pub async fn paimon_scan_all(table: &Table, ts: &TableSpec) -> Result<Vec<Vec<Va
 /// # Errors
 /// A column whose values do not decode.
 pub fn rows_of(batch: &arrow_array::RecordBatch, ts: &TableSpec) -> Result<Vec<Vec<Value>>, EngineError> {
-    crate::rows::from_batch(batch)
-        .map_err(|message| EngineError::ArrowShape { table: ts.name.clone(), message })
+    crate::rows::from_batch(batch).map_err(crate::error::shape_err(&ts.name))
 }
 
 /// The row kinds (`+I`, `-U`, `+U`, `-D`) in the first column of an audit-log batch, whether
@@ -260,10 +259,7 @@ pub(crate) async fn split_rows(
     let batches: Vec<_> = stream.try_collect().await.map_err(paimon_err(&full, "read"))?;
     let mut rows = Vec::with_capacity(batches.iter().map(arrow_array::RecordBatch::num_rows).sum());
     for b in &batches {
-        rows.extend(
-            crate::rows::from_batch(b)
-                .map_err(|message| EngineError::ArrowShape { table: full.clone(), message })?,
-        );
+        rows.extend(crate::rows::from_batch(b).map_err(crate::error::shape_err(&full))?);
     }
     Ok(rows)
 }
