@@ -40,6 +40,29 @@ impl Builder {
         self.problems.push(Problem { file: file.to_path_buf(), at: at.into(), message: message.into() });
     }
 
+    /// The condition `src` (a trigger's, a mapping's `when`), which must type-check to bool
+    /// against `resolve`; otherwise a problem at `at`, worded by `not_bool` for another type.
+    fn condition(
+        &mut self,
+        file: &Path,
+        at: String,
+        src: &str,
+        resolve: &dyn Fn(&str) -> Option<ValueType>,
+        not_bool: impl FnOnce(&ExprType) -> String,
+    ) -> Option<Expr> {
+        match typed(src, resolve) {
+            Ok((e, ExprType::Of(ValueType::Bool))) => Some(e),
+            Ok((_, t)) => {
+                self.problem(file, at, not_bool(&t));
+                None
+            }
+            Err(e) => {
+                self.problem(file, at, e);
+                None
+            }
+        }
+    }
+
     pub(super) fn add_file(&mut self, file: &Path, raw: RawFile) {
         for (name, ev) in raw.events {
             self.add_event(file, name, ev);
@@ -84,22 +107,10 @@ impl Builder {
             return None;
         }
         let resolve = |n: &str| table.columns.get(n).copied();
-        let mut check = |field: &str, src: &str| match Expr::parse(src)
-            .and_then(|e| e.type_check(&resolve).map(|t| (e, t)))
-        {
-            Ok((e, ExprType::Of(ValueType::Bool))) => Some(e),
-            Ok((_, t)) => {
-                self.problem(
-                    file,
-                    format!("{at}.{field}"),
-                    format!("`{src}` is {t}; a trigger condition must be bool"),
-                );
-                None
-            }
-            Err(e) => {
-                self.problem(file, format!("{at}.{field}"), e);
-                None
-            }
+        let mut check = |field: &str, src: &str| {
+            self.condition(file, format!("{at}.{field}"), src, &resolve, |t| {
+                format!("`{src}` is {t}; a trigger condition must be bool")
+            })
         };
         let when = check("when", &raw.when);
         let rearm = match &raw.rearm {
@@ -342,21 +353,9 @@ impl Builder {
             })
         };
         let when = raw.when.as_ref().and_then(|w| {
-            match Expr::parse(w).and_then(|e| e.type_check(&resolve).map(|t| (e, t))) {
-                Ok((e, ExprType::Of(ValueType::Bool))) => Some(e),
-                Ok((_, t)) => {
-                    self.problem(
-                        file,
-                        format!("{at}.when"),
-                        format!("a condition must be bool, this is {t}"),
-                    );
-                    None
-                }
-                Err(e) => {
-                    self.problem(file, format!("{at}.when"), e);
-                    None
-                }
-            }
+            self.condition(file, format!("{at}.when"), w, &resolve, |t| {
+                format!("a condition must be bool, this is {t}")
+            })
         });
         let mut set = Vec::new();
         for (col, src) in &raw.set {
@@ -369,7 +368,7 @@ impl Builder {
                 self.problem(file, cat, "a delete mapping sets only primary-key columns");
                 continue;
             }
-            match Expr::parse(src).and_then(|e| e.type_check(&resolve).map(|t| (e, t))) {
+            match typed(src, &resolve) {
                 Ok((_, ExprType::Null)) if table.is_key(col) => {
                     self.problem(file, cat, "a key column cannot be set to null");
                 }
@@ -484,4 +483,11 @@ impl Builder {
 /// computed (digits that would be lost are an error, never silently rounded).
 fn decimal_into_decimal(col: ValueType, t: ValueType) -> bool {
     matches!((col, t), (ValueType::Decimal { .. }, ValueType::Decimal { .. }))
+}
+
+/// `src` parsed and type-checked against `resolve`, with its type.
+fn typed(src: &str, resolve: &dyn Fn(&str) -> Option<ValueType>) -> Result<(Expr, ExprType), String> {
+    let e = Expr::parse(src)?;
+    let t = e.type_check(resolve)?;
+    Ok((e, t))
 }
