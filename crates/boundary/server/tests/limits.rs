@@ -61,7 +61,7 @@ async fn a_body_announced_over_the_limit_is_refused_at_once_with_json() {
 }
 
 #[tokio::test]
-async fn a_chunked_body_over_the_limit_and_a_wrong_method_answer_json_errors() {
+async fn a_chunked_body_over_the_limit_is_cut_off_with_a_413_in_json() {
     let config = livestate_server::ServeConfig { max_body_bytes: 1024, ..Default::default() };
     let mut server = start_with(config).await;
     let token = server.token("module:inventory").to_string();
@@ -75,8 +75,13 @@ async fn a_chunked_body_over_the_limit_and_a_wrong_method_answer_json_errors() {
     assert_eq!(status, 413, "{headers}{body}");
     assert!(headers.contains("content-type: application/json"), "{headers}");
     assert!(serde_json::from_str::<Value>(&body).unwrap()["message"].is_string(), "{body}");
+    server.stop().await;
+}
 
-    // A method the route does not take: 405, JSON, and the methods it does take.
+#[tokio::test]
+async fn a_method_the_route_does_not_take_gets_a_405_in_json_naming_the_allowed_ones() {
+    let mut server = start_with(livestate_server::ServeConfig::default()).await;
+    let token = server.token("module:inventory").to_string();
     let head = format!("DELETE /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n");
     let (status, headers, body) = raw(server.addr(), &head).await;
     assert_eq!(status, 405, "{headers}{body}");
@@ -137,7 +142,7 @@ async fn silent_half_sent_and_idle_connections_are_closed_at_the_header_timeout(
 }
 
 #[tokio::test]
-async fn a_body_shorter_than_announced_or_a_chunked_body_that_never_ends_gets_408_and_a_close() {
+async fn a_body_that_does_not_arrive_in_time_gets_408_and_a_close() {
     let mut server = impatient(64).await;
     let token = server.token("module:inventory").to_string();
     let short = format!(

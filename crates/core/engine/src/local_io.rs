@@ -343,7 +343,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_tag_or_hint_is_whole_or_absent_while_it_is_written_and_other_files_are_written_in_place() {
+    async fn a_tag_is_absent_under_its_name_until_its_write_closes() {
         let dir = tempfile::tempdir().unwrap();
         let op = operator().unwrap();
         let tag_dir = dir.path().join("t/tag");
@@ -365,7 +365,12 @@ mod tests {
         w.close().await.unwrap();
         assert_eq!(std::fs::read(&tag).unwrap(), b"{\"id\":3}");
         assert_eq!(std::fs::read_dir(&tag_dir).unwrap().count(), 1, "the temporary file was renamed");
-        // Rewriting a hint replaces it whole.
+    }
+
+    #[tokio::test]
+    async fn a_rewritten_hint_is_replaced_whole_and_data_files_are_written_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let op = operator().unwrap();
         let hint = dir.path().join("t/snapshot/LATEST");
         op.write(&path_of(&hint), b"12".to_vec()).await.unwrap();
         op.write(&path_of(&hint), b"9".to_vec()).await.unwrap();
@@ -376,12 +381,18 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_missing_file_and_a_range_past_the_end_fail_as_they_do_without_the_layer() {
+    async fn a_missing_file_fails_as_it_does_without_the_layer() {
         let dir = tempfile::tempdir().unwrap();
         let op = operator().unwrap();
         let missing = path_of(&dir.path().join("nothing-here"));
         let e = op.read(&missing).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_range_past_the_end_fails_as_it_does_without_the_layer() {
+        let dir = tempfile::tempdir().unwrap();
+        let op = operator().unwrap();
         let file = dir.path().join("short");
         std::fs::write(&file, b"0123456789").unwrap();
         let e = op.read_with(&path_of(&file)).range(5..50).await.unwrap_err();

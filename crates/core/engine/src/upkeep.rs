@@ -252,13 +252,18 @@ mod tests {
     }
 
     #[test]
-    fn a_short_budget_expires_at_most_once_a_second_and_a_long_one_at_least_once_a_minute() {
+    fn a_short_budget_expires_at_most_once_a_second() {
         let mut short = upkeep("200ms");
         let t0 = short.since;
         short.last_expire = Some(t0);
         assert!(!short.expiry_due(t0 + Duration::from_millis(900), true));
         assert!(short.expiry_due(t0 + Duration::from_secs(1), true));
+    }
+
+    #[test]
+    fn a_long_budget_expires_at_least_once_a_minute() {
         let mut long = upkeep("1h");
+        let t0 = long.since;
         long.last_expire = Some(t0);
         assert!(!long.expiry_due(t0 + Duration::from_secs(59), true));
         assert!(long.expiry_due(t0 + Duration::from_secs(60), true));

@@ -77,12 +77,19 @@ async fn an_input_over_one_chunk_is_appended_chunk_by_chunk_with_its_line_number
 }
 
 #[tokio::test]
-async fn resent_id_is_idempotent_and_changed_content_is_refused() {
+async fn a_resent_id_with_the_same_content_is_acknowledged_at_its_first_offset() {
     let (_d, ls) = fresh().await;
     let first = ls.emit(&counted(1, json!(5)), false).unwrap();
     let again = ls.emit(&counted(1, json!(5)), false).unwrap();
     assert_eq!(first.appended[0].1.offset, again.appended[0].1.offset);
     assert!(again.appended[0].1.duplicate);
+    assert_eq!(ls.record().next_offset(), 1);
+}
+
+#[tokio::test]
+async fn a_resent_id_with_changed_content_refuses_its_batch() {
+    let (_d, ls) = fresh().await;
+    ls.emit(&counted(1, json!(5)), false).unwrap();
     let err = ls.emit(&[counted(9, json!(1)), counted(1, json!(6))].join("\n"), false).unwrap_err();
     assert!(
         matches!(&err, EngineError::Record(RecordError::IdConflict { id, offset: 0 }) if id == "t-1"),

@@ -228,13 +228,24 @@ mod tests {
     }
 
     #[test]
-    fn a_key_whose_latest_row_is_a_retraction_is_removed_by_deduplicate_and_left_to_paimon_otherwise() {
+    fn a_key_whose_latest_row_is_a_retraction_is_removed_by_deduplicate() {
         let (batch, order) = stored(&ROWS);
-        let mut kinds = [RowKind::Insert; 5];
-        kinds[3] = RowKind::Delete; // key 1's latest row
-        let latest = merge(&batch, &kinds, &order, Pick::Latest).unwrap().unwrap();
+        let latest = merge(&batch, &retracting_key_1(), &order, Pick::Latest).unwrap().unwrap();
         assert_eq!(values(&latest), [(2, None), (3, None)]);
         assert_eq!(latest.groups, [1, 2]);
+    }
+
+    /// The stored rows' kinds with key 1's latest row a retraction.
+    fn retracting_key_1() -> [RowKind; 5] {
+        let mut kinds = [RowKind::Insert; 5];
+        kinds[3] = RowKind::Delete;
+        kinds
+    }
+
+    #[test]
+    fn a_retraction_under_first_row_or_partial_update_is_left_to_paimon() {
+        let (batch, order) = stored(&ROWS);
+        let kinds = retracting_key_1();
         assert!(merge(&batch, &kinds, &order, Pick::First).unwrap().is_none());
         assert!(merge(&batch, &kinds, &order, Pick::LatestNonNull).unwrap().is_none());
     }
