@@ -17,6 +17,9 @@ pub enum BenchError {
     Peer { peer: &'static str, message: String },
     #[error("livestate over HTTP: {0}")]
     Http(Box<livestate_client::ClientError>),
+    /// The command line asks for something that cannot run.
+    #[error("{0}")]
+    Usage(String),
 }
 
 impl From<livestate_engine::EngineError> for BenchError {
@@ -44,13 +47,14 @@ impl BenchError {
         BenchError::Peer { peer, message: message.into() }
     }
 
-    /// Whose failure this is: livestate's errors report their own kind; PostgreSQL that cannot
-    /// be reached (not started, refusing connections) is unavailable; a file the run cannot
+    /// Whose failure this is: livestate's errors report their own kind; a command line that
+    /// cannot run is the caller's; PostgreSQL that cannot be reached (not started, refusing connections) is unavailable; a file the run cannot
     /// write, a peer's wrong answer or an unhealthy soak is internal.
     pub fn kind(&self) -> ErrorKind {
         match self {
             BenchError::Engine(e) => e.kind(),
             BenchError::Http(e) => e.kind(),
+            BenchError::Usage(_) => ErrorKind::Input,
             BenchError::Postgres(e) if e.as_db_error().is_none() => ErrorKind::Unavailable,
             BenchError::Postgres(_) | BenchError::Io { .. } | BenchError::Peer { .. } => ErrorKind::Internal,
         }
@@ -84,6 +88,7 @@ mod tests {
             (BenchError::from(unknown), ErrorKind::NotFound),
             (BenchError::io("write", "/tmp/x")(std::io::Error::other("denied")), ErrorKind::Internal),
             (BenchError::peer("PostgreSQL", "digests differ"), ErrorKind::Internal),
+            (BenchError::Usage("no rounds".into()), ErrorKind::Input),
         ];
         for (e, kind) in cases {
             assert_eq!(e.kind(), kind, "{e}");

@@ -6,8 +6,10 @@
 //! [`report`] prints each figure with livestate's ratio to each peer. This crate is never a
 //! dependency of the others, so the peers' clients stay out of normal builds.
 //! [`soak`] runs `livestate serve` for minutes at a steady load and watches its memory and lag.
+//! [`ab`] runs two builds' ingests in turns, for what a change to the hot path did.
 //! How to run it and what a run showed: docs/BENCHMARKS.md.
 
+pub mod ab;
 pub mod digest;
 pub mod engine;
 mod error;

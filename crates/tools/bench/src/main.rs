@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use livestate_bench::{engine, run, soak};
+use livestate_bench::{ab, engine, run, soak};
 
 /// The allocator `livestate` itself uses, so livestate's steps here run as they do there.
 #[global_allocator]
@@ -14,7 +14,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(
     name = "livestate-bench",
     about = "livestate, PostgreSQL 15 and pypaimon 2.1.0 on the same events, side by side in one run",
-    after_help = "Examples:\n  scripts/bench            full run (1M events, 100k item-locations; about half an hour)\n  scripts/bench --quick    checks the harness in under two minutes\n  scripts/bench soak       livestate serve for 10 minutes at a steady load: memory, lag, latencies"
+    after_help = "Examples:\n  scripts/bench            full run (1M events, 100k item-locations; about half an hour)\n  scripts/bench --quick    checks the harness in under two minutes\n  scripts/bench soak       livestate serve for 10 minutes at a steady load: memory, lag, latencies\n  scripts/bench ab --base OLD-BUILD\n                           this build's ingest against OLD-BUILD's, in turns"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -64,9 +64,45 @@ struct Cli {
     json: Option<PathBuf>,
 }
 
-/// The soak, and livestate's steps, which the benchmark runs in child processes.
+/// The soak, the A/B of two builds, and livestate's steps, which the benchmark runs in child
+/// processes.
 #[derive(Subcommand)]
 enum Step {
+    /// Ingest the same workload with two builds of livestate-bench in turns (the order swapped
+    /// every round) and print each run's seconds, CPU seconds, commits and peak memory beside
+    /// the medians: what a change to the hot path did, on a machine whose speed drifts.
+    Ab {
+        /// The build before the change (a livestate-bench binary)
+        #[arg(long)]
+        base: PathBuf,
+        /// The build with the change [default: this binary]
+        #[arg(long)]
+        new: Option<PathBuf>,
+        /// Events per append
+        #[arg(long, default_value_t = 10_000)]
+        batch: usize,
+        /// Runs of each build
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Events in the workload
+        #[arg(long, default_value_t = 1_000_000)]
+        events: u64,
+        /// Distinct item-locations (stock rows)
+        #[arg(long, default_value_t = 100_000)]
+        item_locations: usize,
+        /// Workload seed
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Work directory (removed afterwards unless --keep) [default: a new one under the temp dir]
+        #[arg(long)]
+        work: Option<PathBuf>,
+        /// Keep the work directory
+        #[arg(long)]
+        keep: bool,
+        /// Also write every run as JSON here
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Run `livestate serve` for minutes at a steady load of events, reads, proposals and
     /// decisions; report its memory (first vs last minute), each table's lag against its budget,
     /// and request latencies. Exits 1 when a request failed, a table went over budget or memory
@@ -187,6 +223,23 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
         }
         Some(Step::Steady { dir, item_locations, seed, commits, lookups }) => {
             json(&engine::steady(&dir, item_locations, seed, commits, EVENTS_PER_COMMIT, lookups).await?)
+        }
+        Some(Step::Ab { base, new, batch, rounds, events, item_locations, seed, work, keep, json }) => {
+            let new = match new {
+                Some(n) => n,
+                None => std::env::current_exe().map_err(|source| livestate_bench::BenchError::Io {
+                    what: "locate",
+                    path: "this binary".into(),
+                    source,
+                })?,
+            };
+            let o = ab::Options { base, new, batch, rounds, events, item_locations, seed, work, keep };
+            let results = ab::run(&o)?;
+            println!("{}", results.markdown());
+            if let Some(path) = json {
+                write_json(&path, &results)?;
+            }
+            Ok(())
         }
         Some(Step::Soak { options, json }) => {
             let results = soak::run(&options).await?;

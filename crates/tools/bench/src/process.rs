@@ -44,6 +44,21 @@ pub(crate) fn answer<T: DeserializeOwned>(
     Ok((answer, peak))
 }
 
+/// CPU time, user and system, of every child process this one has waited for so far (and of
+/// the children they waited for): its growth over a child's run is that child's CPU time.
+pub(crate) fn children_cpu_seconds() -> f64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `usage` is valid, zeroed memory of the type `getrusage` writes; `RUSAGE_CHILDREN`
+    // is a constant the call accepts.
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, usage.as_mut_ptr()) } != 0 {
+        return 0.0;
+    }
+    // SAFETY: the call succeeded and filled it in (and a zeroed `rusage` is valid anyway).
+    let usage = unsafe { usage.assume_init() };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
 /// A loopback port nobody listens on right now.
 ///
 /// # Errors

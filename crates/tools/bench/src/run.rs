@@ -93,16 +93,21 @@ fn done(t: Instant) {
 /// answer with the peak PSS of the child, in MiB.
 fn child<T: DeserializeOwned>(name: &str, flags: &[(&str, String)]) -> Result<(T, f64)> {
     let me = std::env::current_exe().map_err(BenchError::io("locate", "this binary"))?;
-    let mut cmd = Command::new(&me);
+    answer(&mut step_command(&me, name, flags), "livestate", name)
+}
+
+/// `binary`'s hidden step `name` with `flags`, its allocator set up as the `livestate` binary
+/// sets it (livestate-cli's `tune_allocator`): freed memory returned at once, no transparent
+/// huge pages. Through mimalloc's environment here; with the kernel's THP in `madvise` mode that
+/// is all the process flag adds.
+pub(crate) fn step_command(binary: &Path, name: &str, flags: &[(&str, String)]) -> Command {
+    let mut cmd = Command::new(binary);
     cmd.arg(name).stderr(Stdio::inherit());
-    // The allocator as the `livestate` binary sets it up (livestate-cli's `tune_allocator`):
-    // freed memory returned at once, no transparent huge pages. Through mimalloc's environment
-    // here; with the kernel's THP in `madvise` mode that is all the process flag adds.
     cmd.env("MIMALLOC_PURGE_DELAY", "0").env("MIMALLOC_ALLOW_THP", "0");
     for (flag, value) in flags {
         cmd.arg(format!("--{flag}")).arg(value);
     }
-    answer(&mut cmd, "livestate", name)
+    cmd
 }
 
 fn s(v: impl ToString) -> String {
@@ -147,16 +152,33 @@ pub(crate) fn commit() -> String {
     }
 }
 
-/// Writes the workload and the lookup keys; returns their paths.
-fn write_workload(work: &Path, seed: u64, p: &Plan) -> Result<(PathBuf, PathBuf)> {
+/// Writes `count` events of the seeded workload over `item_locations` to `work/events.jsonl`;
+/// returns its path.
+pub(crate) fn write_events(work: &Path, seed: u64, count: u64, item_locations: usize) -> Result<PathBuf> {
     let events = work.join("events.jsonl");
     let mut out =
         std::io::BufWriter::new(std::fs::File::create(&events).map_err(BenchError::io("create", &events))?);
-    let mut g = Generator::new(seed, p.item_locations, "e");
-    for _ in 0..p.events {
+    let mut g = Generator::new(seed, item_locations, "e");
+    for _ in 0..count {
         writeln!(out, "{}", g.next_event()).map_err(BenchError::io("write", &events))?;
     }
     out.flush().map_err(BenchError::io("write", &events))?;
+    Ok(events)
+}
+
+/// Writes the benchmark spec to `work/spec`; returns its path.
+pub(crate) fn write_spec(work: &Path) -> Result<PathBuf> {
+    let spec = work.join("spec");
+    std::fs::create_dir_all(&spec).map_err(BenchError::io("create", &spec))?;
+    for (name, text) in SPEC {
+        std::fs::write(spec.join(name), text).map_err(BenchError::io("write", spec.join(name)))?;
+    }
+    Ok(spec)
+}
+
+/// Writes the workload and the lookup keys; returns their paths.
+fn write_workload(work: &Path, seed: u64, p: &Plan) -> Result<(PathBuf, PathBuf)> {
+    let events = write_events(work, seed, p.events, p.item_locations)?;
     let keys = work.join("keys.jsonl");
     let text: String = (0..p.py_lookups.max(p.lookups))
         .map(|j| {
@@ -198,11 +220,7 @@ async fn run_in(o: &Options, p: &Plan, work: &Path) -> Result<Results> {
     let py = if o.peers { Some(pypaimon::Peer::new(&o.python, work)?) } else { None };
     let t = step(&mut n, &format!("workload: {} events over {} item-locations", p.events, p.item_locations));
     let (events, keys) = write_workload(work, o.seed, p)?;
-    let spec = work.join("spec");
-    std::fs::create_dir_all(&spec).map_err(BenchError::io("create", &spec))?;
-    for (name, text) in SPEC {
-        std::fs::write(spec.join(name), text).map_err(BenchError::io("write", spec.join(name)))?;
-    }
+    let spec = write_spec(work)?;
     done(t);
 
     let batches: Vec<usize> = if o.batches.is_empty() { vec![1000] } else { o.batches.clone() };

@@ -31,6 +31,21 @@ impl Scanned {
     }
 }
 
+/// The median of `values`: the middle one, or the mean of the two middle ones (NaN when there
+/// are none).
+pub fn median(values: &mut [f64]) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    }
+}
+
 impl Latencies {
     /// Nearest-rank percentiles of `samples` (all zero when there are none).
     pub fn of(samples: &mut [Duration]) -> Latencies {
@@ -57,6 +72,13 @@ impl Latencies {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_median_is_the_middle_value_or_the_mean_of_the_two_middle_ones() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert!(median(&mut []).is_nan());
+    }
 
     #[test]
     fn percentiles_are_nearest_rank() {
