@@ -20,6 +20,7 @@ use crate::error::{BenchError, Result};
 use crate::process::{answer, children_cpu_seconds};
 use crate::run::{step_command, write_events, write_spec};
 use crate::stats::median;
+use crate::workdir::WorkDir;
 
 /// What to compare.
 #[derive(Debug, Clone)]
@@ -145,19 +146,8 @@ pub fn run(o: &Options) -> Result<Ab> {
             return Err(BenchError::Usage(format!("{} is not a livestate-bench binary", b.display())));
         }
     }
-    let work = o
-        .work
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("livestate-ab-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).map_err(BenchError::io("create", &work))?;
-    let result = run_in(o, &work);
-    if o.keep {
-        eprintln!("kept {}", work.display());
-    } else {
-        let _ = std::fs::remove_dir_all(&work);
-    }
-    result
+    let work = WorkDir::create(o.work.as_deref(), "livestate-ab", o.keep)?;
+    run_in(o, work.path())
 }
 
 fn run_in(o: &Options, work: &Path) -> Result<Ab> {

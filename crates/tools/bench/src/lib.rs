@@ -23,6 +23,7 @@ pub mod report;
 pub mod run;
 pub mod soak;
 pub mod stats;
+pub mod workdir;
 pub mod workload;
 
 pub use error::{BenchError, Result};

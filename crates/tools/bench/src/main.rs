@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use livestate_bench::workdir::WorkDirArgs;
 use livestate_bench::{ab, engine, run, soak};
 
 /// The allocator `livestate` itself uses, so livestate's steps here run as they do there.
@@ -47,12 +48,8 @@ struct Cli {
     /// Workload seed
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Work directory (removed afterwards unless --keep) [default: a new one under the temp dir]
-    #[arg(long)]
-    work: Option<PathBuf>,
-    /// Keep the work directory
-    #[arg(long)]
-    keep: bool,
+    #[command(flatten)]
+    work_dir: WorkDirArgs,
     /// Python with pypaimon 2.1.0
     #[arg(long, env = "LIVESTATE_PYTHON", default_value = "python3")]
     python: String,
@@ -93,12 +90,8 @@ enum Step {
         /// Workload seed
         #[arg(long, default_value_t = 42)]
         seed: u64,
-        /// Work directory (removed afterwards unless --keep) [default: a new one under the temp dir]
-        #[arg(long)]
-        work: Option<PathBuf>,
-        /// Keep the work directory
-        #[arg(long)]
-        keep: bool,
+        #[command(flatten)]
+        work_dir: WorkDirArgs,
         /// Also write every run as JSON here
         #[arg(long)]
         json: Option<PathBuf>,
@@ -224,7 +217,7 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
         Some(Step::Steady { dir, item_locations, seed, commits, lookups }) => {
             json(&engine::steady(&dir, item_locations, seed, commits, EVENTS_PER_COMMIT, lookups).await?)
         }
-        Some(Step::Ab { base, new, batch, rounds, events, item_locations, seed, work, keep, json }) => {
+        Some(Step::Ab { base, new, batch, rounds, events, item_locations, seed, work_dir, json }) => {
             let new = match new {
                 Some(n) => n,
                 None => std::env::current_exe().map_err(|source| livestate_bench::BenchError::Io {
@@ -233,6 +226,7 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
                     source,
                 })?,
             };
+            let WorkDirArgs { work, keep } = work_dir;
             let o = ab::Options { base, new, batch, rounds, events, item_locations, seed, work, keep };
             let results = ab::run(&o)?;
             println!("{}", results.markdown());
@@ -268,8 +262,8 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
                 freshness_seconds: cli.freshness_seconds,
                 rates: cli.rates,
                 lookups: cli.lookups,
-                work: cli.work,
-                keep: cli.keep,
+                work: cli.work_dir.work,
+                keep: cli.work_dir.keep,
                 python: cli.python,
                 peers: !cli.no_peers,
             };

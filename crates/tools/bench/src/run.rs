@@ -18,6 +18,7 @@ use crate::memory::{tree, Sampler};
 use crate::process::answer;
 use crate::report::{IngestRun, Ours, Pypaimon, Results};
 use crate::stats::Scanned;
+use crate::workdir::WorkDir;
 use crate::workload::{key, Generator};
 use crate::{http, postgres, pypaimon};
 
@@ -196,23 +197,12 @@ fn write_workload(work: &Path, seed: u64, p: &Plan) -> Result<(PathBuf, PathBuf)
 /// Any step failing (a missing peer among them; pass `peers: false` to skip the peers).
 pub async fn run(o: &Options) -> Result<Results> {
     let p = o.plan();
-    let work = o
-        .work
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("livestate-bench-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).map_err(BenchError::io("create", &work))?;
+    let work = WorkDir::create(o.work.as_deref(), "livestate-bench", o.keep)?;
     // PostgreSQL runs as its own user when we are root: it must be able to enter the directory.
     use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o755))
-        .map_err(BenchError::io("chmod", &work))?;
-    let result = run_in(o, &p, &work).await;
-    if !o.keep {
-        let _ = std::fs::remove_dir_all(&work);
-    } else {
-        eprintln!("kept {}", work.display());
-    }
-    result
+    std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o755))
+        .map_err(BenchError::io("chmod", work.path()))?;
+    run_in(o, &p, work.path()).await
 }
 
 async fn run_in(o: &Options, p: &Plan, work: &Path) -> Result<Results> {

@@ -242,19 +242,8 @@ fn prepare(bin: &Path, work: &Path, spec: Option<&Path>) -> Result<(PathBuf, Tok
 /// The `livestate` binary missing or failing to start; the server not answering. Failed
 /// requests during the run are counted in [`Soak::errors`], not returned.
 pub async fn run(o: &Options) -> Result<Soak> {
-    let work = o
-        .work
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("livestate-soak-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).map_err(BenchError::io("create", &work))?;
-    let result = run_in(o, &work).await;
-    if o.keep {
-        eprintln!("kept {}", work.display());
-    } else {
-        let _ = std::fs::remove_dir_all(&work);
-    }
-    result
+    let work = crate::workdir::WorkDir::create(o.work.as_deref(), "livestate-soak", o.keep)?;
+    run_in(o, work.path()).await
 }
 
 async fn run_in(o: &Options, work: &Path) -> Result<Soak> {
