@@ -20,7 +20,7 @@ use crate::error::{BenchError, Result};
 use crate::process::{answer, children_cpu_seconds};
 use crate::run::{step_command, write_events, write_spec};
 use crate::stats::median;
-use crate::workdir::WorkDir;
+use crate::workdir::{WorkDir, WorkDirArgs};
 
 /// What to compare.
 #[derive(Debug, Clone)]
@@ -35,9 +35,7 @@ pub struct Options {
     pub events: u64,
     pub item_locations: usize,
     pub seed: u64,
-    /// Work directory (removed afterwards unless `keep`).
-    pub work: Option<PathBuf>,
-    pub keep: bool,
+    pub work_dir: WorkDirArgs,
 }
 
 /// Which of the two builds a run used.
@@ -146,7 +144,7 @@ pub fn run(o: &Options) -> Result<Ab> {
             return Err(BenchError::Usage(format!("{} is not a livestate-bench binary", b.display())));
         }
     }
-    let work = WorkDir::create(o.work.as_deref(), "livestate-ab", o.keep)?;
+    let work = WorkDir::create(&o.work_dir, "livestate-ab")?;
     run_in(o, work.path())
 }
 

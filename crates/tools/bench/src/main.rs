@@ -226,8 +226,7 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
                     source,
                 })?,
             };
-            let WorkDirArgs { work, keep } = work_dir;
-            let o = ab::Options { base, new, batch, rounds, events, item_locations, seed, work, keep };
+            let o = ab::Options { base, new, batch, rounds, events, item_locations, seed, work_dir };
             let results = ab::run(&o)?;
             println!("{}", results.markdown());
             if let Some(path) = json {
@@ -262,8 +261,7 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
                 freshness_seconds: cli.freshness_seconds,
                 rates: cli.rates,
                 lookups: cli.lookups,
-                work: cli.work_dir.work,
-                keep: cli.work_dir.keep,
+                work_dir: cli.work_dir,
                 python: cli.python,
                 peers: !cli.no_peers,
             };

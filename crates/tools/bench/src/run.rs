@@ -18,7 +18,7 @@ use crate::memory::{tree, Sampler};
 use crate::process::answer;
 use crate::report::{IngestRun, Ours, Pypaimon, Results};
 use crate::stats::Scanned;
-use crate::workdir::WorkDir;
+use crate::workdir::{WorkDir, WorkDirArgs};
 use crate::workload::{key, Generator};
 use crate::{http, postgres, pypaimon};
 
@@ -42,8 +42,7 @@ pub struct Options {
     pub freshness_seconds: Option<f64>,
     pub rates: Vec<u64>,
     pub lookups: Option<usize>,
-    pub work: Option<PathBuf>,
-    pub keep: bool,
+    pub work_dir: WorkDirArgs,
     pub python: String,
     pub peers: bool,
 }
@@ -197,7 +196,7 @@ fn write_workload(work: &Path, seed: u64, p: &Plan) -> Result<(PathBuf, PathBuf)
 /// Any step failing (a missing peer among them; pass `peers: false` to skip the peers).
 pub async fn run(o: &Options) -> Result<Results> {
     let p = o.plan();
-    let work = WorkDir::create(o.work.as_deref(), "livestate-bench", o.keep)?;
+    let work = WorkDir::create(&o.work_dir, "livestate-bench")?;
     // PostgreSQL runs as its own user when we are root: it must be able to enter the directory.
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o755))

@@ -11,7 +11,7 @@ pub struct WorkDirArgs {
     /// Work directory (removed afterwards unless --keep) [default: a new one under the temp dir]
     #[arg(long)]
     pub work: Option<PathBuf>,
-    /// Keep the work directory
+    /// Keep the work directory (every file the run wrote, the servers' logs included)
     #[arg(long)]
     pub keep: bool,
 }
@@ -23,18 +23,18 @@ pub(crate) struct WorkDir {
 }
 
 impl WorkDir {
-    /// `work`, or `<temp dir>/<prefix>-<pid>`, emptied and created.
+    /// The directory `args` ask for, or `<temp dir>/<prefix>-<pid>`, emptied and created.
     ///
     /// # Errors
     /// The directory cannot be created.
-    pub(crate) fn create(work: Option<&Path>, prefix: &str, keep: bool) -> Result<WorkDir> {
-        let path = work.map_or_else(
-            || std::env::temp_dir().join(format!("{prefix}-{}", std::process::id())),
-            Path::to_path_buf,
-        );
+    pub(crate) fn create(args: &WorkDirArgs, prefix: &str) -> Result<WorkDir> {
+        let path = args
+            .work
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join(format!("{prefix}-{}", std::process::id())));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).map_err(BenchError::io("create", &path))?;
-        Ok(WorkDir { path, keep })
+        Ok(WorkDir { path, keep: args.keep })
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -61,11 +61,12 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let asked = tmp.path().join("w");
         std::fs::create_dir_all(asked.join("old")).unwrap();
-        let w = WorkDir::create(Some(&asked), "unused", false).unwrap();
+        let args = |keep| WorkDirArgs { work: Some(asked.clone()), keep };
+        let w = WorkDir::create(&args(false), "unused").unwrap();
         assert_eq!(std::fs::read_dir(w.path()).unwrap().count(), 0, "emptied");
         drop(w);
         assert!(!asked.exists(), "removed");
-        let kept = WorkDir::create(Some(&asked), "unused", true).unwrap();
+        let kept = WorkDir::create(&args(true), "unused").unwrap();
         drop(kept);
         assert!(asked.exists(), "kept");
     }

@@ -87,12 +87,8 @@ pub struct Options {
     /// Workload seed
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Work directory (removed afterwards unless --keep) [default: a new one under the temp dir]
-    #[arg(long)]
-    pub work: Option<PathBuf>,
-    /// Keep the work directory (the data directory and the server's log)
-    #[arg(long)]
-    pub keep: bool,
+    #[command(flatten)]
+    pub work_dir: crate::workdir::WorkDirArgs,
     /// Serve this spec directory instead of the example company's (same events; tables
     /// stock, open_orders and approval_inbox), e.g. to soak other table options
     #[arg(long)]
@@ -242,7 +238,7 @@ fn prepare(bin: &Path, work: &Path, spec: Option<&Path>) -> Result<(PathBuf, Tok
 /// The `livestate` binary missing or failing to start; the server not answering. Failed
 /// requests during the run are counted in [`Soak::errors`], not returned.
 pub async fn run(o: &Options) -> Result<Soak> {
-    let work = crate::workdir::WorkDir::create(o.work.as_deref(), "livestate-soak", o.keep)?;
+    let work = crate::workdir::WorkDir::create(&o.work_dir, "livestate-soak")?;
     run_in(o, work.path()).await
 }
 
