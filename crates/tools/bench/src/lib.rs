@@ -6,7 +6,8 @@
 //! [`report`] prints each figure with livestate's ratio to each peer. This crate is never a
 //! dependency of the others, so the peers' clients stay out of normal builds.
 //! [`soak`] runs `livestate serve` for minutes at a steady load and watches its memory and lag.
-//! [`ab`] runs two builds' ingests in turns, for what a change to the hot path did.
+//! [`ab`] runs two builds' ingests in turns, for what a change to the hot path did; [`parts`]
+//! times the ingest's per-event parts alone on one core.
 //! How to run it and what a run showed: docs/BENCHMARKS.md.
 
 pub mod ab;
@@ -16,6 +17,7 @@ mod error;
 pub mod http;
 pub mod limit;
 pub mod memory;
+pub mod parts;
 pub mod postgres;
 mod process;
 pub mod pypaimon;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use livestate_bench::workdir::WorkDirArgs;
-use livestate_bench::{ab, engine, run, soak};
+use livestate_bench::{ab, engine, parts, run, soak};
 
 /// The allocator `livestate` itself uses, so livestate's steps here run as they do there.
 #[global_allocator]
@@ -15,7 +15,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(
     name = "livestate-bench",
     about = "livestate, PostgreSQL 15 and pypaimon 2.1.0 on the same events, side by side in one run",
-    after_help = "Examples:\n  scripts/bench            full run (1M events, 100k item-locations; about half an hour)\n  scripts/bench --quick    checks the harness in under two minutes\n  scripts/bench soak       livestate serve for 10 minutes at a steady load: memory, lag, latencies\n  scripts/bench ab --base OLD-BUILD\n                           this build's ingest against OLD-BUILD's, in turns"
+    after_help = "Examples:\n  scripts/bench            full run (1M events, 100k item-locations; about half an hour)\n  scripts/bench --quick    checks the harness in under two minutes\n  scripts/bench soak       livestate serve for 10 minutes at a steady load: memory, lag, latencies\n  scripts/bench ab --base OLD-BUILD\n                           this build's ingest against OLD-BUILD's, in turns\n  scripts/bench parts      the ingest's per-event parts, each alone on one core"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -93,6 +93,28 @@ enum Step {
         #[command(flatten)]
         work_dir: WorkDirArgs,
         /// Also write every run as JSON here
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Time the ingest's per-event parts (parse, mappings, the record's text) each alone on one
+    /// core, in microseconds of CPU per event, beside the columnar design's budget
+    Parts {
+        /// Events in the workload
+        #[arg(long, default_value_t = 1_000_000)]
+        events: u64,
+        /// Distinct item-locations (stock rows)
+        #[arg(long, default_value_t = 100_000)]
+        item_locations: usize,
+        /// Workload seed
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Rounds of each part
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Events per append
+        #[arg(long, default_value_t = 10_000)]
+        batch: usize,
+        /// Also write every figure as JSON here
         #[arg(long)]
         json: Option<PathBuf>,
     },
@@ -228,6 +250,14 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
             };
             let o = ab::Options { base, new, batch, rounds, events, item_locations, seed, work_dir };
             let results = ab::run(&o)?;
+            println!("{}", results.markdown());
+            if let Some(path) = json {
+                write_json(&path, &results)?;
+            }
+            Ok(())
+        }
+        Some(Step::Parts { events, item_locations, seed, rounds, batch, json }) => {
+            let results = parts::run(&parts::Options { events, item_locations, seed, rounds, batch })?;
             println!("{}", results.markdown());
             if let Some(path) = json {
                 write_json(&path, &results)?;

@@ -23,7 +23,7 @@ use crate::workload::{key, Generator};
 use crate::{http, postgres, pypaimon};
 
 /// The benchmark spec: the example company's events, three state tables.
-const SPEC: [(&str, &str); 3] = [
+pub(crate) const SPEC: [(&str, &str); 3] = [
     ("events.toml", include_str!("../../../../examples/company/events.toml")),
     ("tables.toml", include_str!("../spec/tables.toml")),
     ("mappings.toml", include_str!("../spec/mappings.toml")),
