@@ -366,11 +366,28 @@ impl Event {
         fetch: &Fetch<'_>,
     ) -> Vec<Result<RowOp, (String, EventError)>> {
         spec.derived_mappings_for(&self.event_type)
-            .filter_map(|m| self.apply(spec, m, offset, fetch).map_err(|e| (m.table.clone(), e)).transpose())
+            .filter_map(|m| m.program.run(self, offset, fetch).map_err(|e| (m.table.clone(), e)).transpose())
             .collect()
     }
 
-    fn apply(
+    /// As [`Event::row_ops_each`], evaluating every mapping's expressions by name instead of
+    /// running its compiled program ([`crate::program`]): the oracle the programs are tested
+    /// against (the unit tests and the fuzz targets' [`crate::fuzzing::event_line`]).
+    #[doc(hidden)]
+    pub fn row_ops_by_name(
+        &self,
+        spec: &CompanySpec,
+        offset: u64,
+        fetch: &Fetch<'_>,
+    ) -> Vec<Result<RowOp, (String, EventError)>> {
+        spec.derived_mappings_for(&self.event_type)
+            .filter_map(|m| {
+                self.apply_by_name(spec, m, offset, fetch).map_err(|e| (m.table.clone(), e)).transpose()
+            })
+            .collect()
+    }
+
+    fn apply_by_name(
         &self,
         spec: &CompanySpec,
         m: &Mapping,

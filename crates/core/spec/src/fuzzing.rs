@@ -48,6 +48,13 @@ pub fn event_line(spec: &CompanySpec, line: &str) -> Option<Event> {
         if let Err(e) = event.row_ops(spec, offset) {
             panic!("accepted {line:?}, but its mappings fail at offset {offset}: {e}");
         }
+        // The compiled programs answer as the expressions evaluated by name.
+        let none = |_: &str, _: &[Value]| None;
+        assert_eq!(
+            event.row_ops_each(spec, offset, &none),
+            event.row_ops_by_name(spec, offset, &none),
+            "the compiled mappings of {line:?} differ from the expressions at offset {offset}"
+        );
     }
     Some(event)
 }

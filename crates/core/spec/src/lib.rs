@@ -39,6 +39,7 @@ pub mod freshness;
 pub mod fuzzing;
 pub mod merge;
 pub mod options;
+pub mod program;
 pub mod types;
 
 pub use company::{

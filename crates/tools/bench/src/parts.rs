@@ -173,8 +173,18 @@ pub fn run(o: &Options) -> Result<Parts> {
     Ok(Parts {
         events: n,
         parts: vec![
-            part("parse", "Event::parse_line: envelope, typed fields, checks (mappings dry-run)", Some(0.8), parse),
-            part("map", "Event::row_ops: every mapping of the event, as derivation runs them", Some(0.5), map),
+            part(
+                "parse",
+                "Event::parse_line: envelope, typed fields, checks (mappings dry-run)",
+                Some(0.8),
+                parse,
+            ),
+            part(
+                "map",
+                "Event::row_ops: every mapping of the event, as derivation runs them",
+                Some(0.5),
+                map,
+            ),
             part("stored", "Event::stored_envelope: the JSON text the record appends", None, stored),
             part(
                 "append",

@@ -15,6 +15,7 @@ use crate::error::{Problem, SpecError};
 use crate::expr::{Expr, ExprType};
 use crate::freshness::Freshness;
 use crate::options;
+use crate::program::Program;
 use crate::types::ValueType;
 
 #[derive(Default)]
@@ -411,7 +412,23 @@ impl Builder {
             return None;
         }
         set.sort_by_key(|(c, _)| table.columns.get_index_of(c));
-        Some(Mapping { event: raw.event, table: raw.table, action, lookups, when, set })
+        let looked_up: Vec<&TableSpec> = looked_up.iter().collect();
+        let program = match Program::compile(
+            &event.fields,
+            &table,
+            action,
+            &lookups,
+            &looked_up,
+            when.as_ref(),
+            &set,
+        ) {
+            Ok(p) => p,
+            Err(e) => {
+                self.problem(file, at, format!("the mapping does not compile: {e}"));
+                return None;
+            }
+        };
+        Some(Mapping { event: raw.event, table: raw.table, action, lookups, when, set, program })
     }
 
     pub(super) fn finish(mut self) -> Result<CompanySpec, SpecError> {

@@ -163,6 +163,8 @@ pub struct Mapping {
     pub when: Option<Expr>,
     /// Column → expression, in the table's column order.
     pub set: Vec<(String, Expr)>,
+    /// The above compiled against the event type and the tables, as derivation runs it.
+    pub program: crate::program::Program,
 }
 
 /// A lookup join: the row of `table` whose primary key is given by `key` (expressions over the

@@ -14,48 +14,69 @@ impl Expr {
     /// # Errors
     /// Overflow, division by zero, or an unknown name.
     pub fn eval(&self, lookup: &dyn Fn(&str) -> Option<Value>) -> Result<Value, String> {
+        self.eval_by(&|n: &String| lookup(n))
+    }
+}
+
+impl<N: std::fmt::Display> Expr<N> {
+    /// As [`Expr::eval`], for an expression whose names are `N` (a resolved expression reads
+    /// its slots through `lookup`).
+    ///
+    /// # Errors
+    /// As [`Expr::eval`].
+    pub fn eval_by(&self, lookup: &dyn Fn(&N) -> Option<Value>) -> Result<Value, String> {
         match self {
             Expr::Literal(v) => Ok(v.clone()),
             Expr::Name(n) => lookup(n).ok_or_else(|| format!("unknown name `{n}`")),
-            Expr::Neg(e) => match e.eval(lookup)? {
+            Expr::Neg(e) => match e.eval_by(lookup)? {
                 Value::Null => Ok(Value::Null),
                 Value::Int(i) => i.checked_neg().map(Value::Int).ok_or_else(|| "integer overflow".into()),
                 Value::Decimal(d) => Ok(Value::Decimal(-d)),
                 other => Err(format!("cannot negate {other}")),
             },
-            Expr::Not(e) => match e.eval(lookup)? {
+            Expr::Not(e) => match e.eval_by(lookup)? {
                 Value::Bool(b) => Ok(Value::Bool(!b)),
                 _ => Ok(Value::Null),
             },
             Expr::Coalesce(args) => {
                 for a in args {
-                    let v = a.eval(lookup)?;
+                    let v = a.eval_by(lookup)?;
                     if !v.is_null() {
                         return Ok(v);
                     }
                 }
                 Ok(Value::Null)
             }
-            Expr::Binary(BinOp::And, a, b) => match a.eval(lookup)? {
+            Expr::Binary(BinOp::And, a, b) => match a.eval_by(lookup)? {
                 Value::Bool(false) => Ok(Value::Bool(false)),
-                va => match (va, b.eval(lookup)?) {
+                va => match (va, b.eval_by(lookup)?) {
                     (_, Value::Bool(false)) => Ok(Value::Bool(false)),
                     (Value::Bool(true), Value::Bool(true)) => Ok(Value::Bool(true)),
                     _ => Ok(Value::Null),
                 },
             },
-            Expr::Binary(BinOp::Or, a, b) => match a.eval(lookup)? {
+            Expr::Binary(BinOp::Or, a, b) => match a.eval_by(lookup)? {
                 Value::Bool(true) => Ok(Value::Bool(true)),
-                va => match (va, b.eval(lookup)?) {
+                va => match (va, b.eval_by(lookup)?) {
                     (_, Value::Bool(true)) => Ok(Value::Bool(true)),
                     (Value::Bool(false), Value::Bool(false)) => Ok(Value::Bool(false)),
                     _ => Ok(Value::Null),
                 },
             },
-            Expr::Binary(op, a, b) => binary(*op, a.eval(lookup)?, b.eval(lookup)?),
+            Expr::Binary(op, a, b) => binary(*op, a.eval_by(lookup)?, b.eval_by(lookup)?),
         }
     }
 
+    /// As [`Expr::holds`], for an expression whose names are `N`.
+    ///
+    /// # Errors
+    /// As [`Expr::eval`].
+    pub fn holds_by(&self, lookup: &dyn Fn(&N) -> Option<Value>) -> Result<bool, String> {
+        Ok(matches!(self.eval_by(lookup)?, Value::Bool(true)))
+    }
+}
+
+impl Expr {
     /// The `name == literal` terms (either way round, literal not null) joined by the
     /// condition's top-level `and`s: a row the condition holds for has every one of these
     /// values. Empty when the top is anything else (`or`, `not`, a comparison other than `==`).

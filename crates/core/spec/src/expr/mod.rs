@@ -29,15 +29,17 @@ use crate::types::{Value, ValueType};
 /// stack, whatever a `where=` parameter or a spec holds.
 pub const MAX_DEPTH: usize = 64;
 
-/// A parsed expression, at most [`MAX_DEPTH`] deep.
+/// A parsed expression, at most [`MAX_DEPTH`] deep. Its names are `N`: the names as written
+/// (`String`), or what a compiled mapping resolved them to once, at spec load
+/// ([`Expr::resolve`]), so that evaluating it per event looks nothing up by name.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Expr {
+pub enum Expr<N = String> {
     Literal(Value),
-    Name(String),
-    Neg(Box<Expr>),
-    Not(Box<Expr>),
-    Binary(BinOp, Box<Expr>, Box<Expr>),
-    Coalesce(Vec<Expr>),
+    Name(N),
+    Neg(Box<Expr<N>>),
+    Not(Box<Expr<N>>),
+    Binary(BinOp, Box<Expr<N>>, Box<Expr<N>>),
+    Coalesce(Vec<Expr<N>>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +116,25 @@ impl Expr {
             None => Ok(e),
             Some((tok, at)) => Err(format!("unexpected `{tok}` at position {at} in `{src}`")),
         }
+    }
+
+    /// The same expression with every name replaced by what `resolve` makes of it.
+    ///
+    /// # Errors
+    /// The first error `resolve` gives.
+    pub fn resolve<M>(&self, resolve: &dyn Fn(&str) -> Result<M, String>) -> Result<Expr<M>, String> {
+        Ok(match self {
+            Expr::Literal(v) => Expr::Literal(v.clone()),
+            Expr::Name(n) => Expr::Name(resolve(n)?),
+            Expr::Neg(e) => Expr::Neg(Box::new(e.resolve(resolve)?)),
+            Expr::Not(e) => Expr::Not(Box::new(e.resolve(resolve)?)),
+            Expr::Binary(op, a, b) => {
+                Expr::Binary(*op, Box::new(a.resolve(resolve)?), Box::new(b.resolve(resolve)?))
+            }
+            Expr::Coalesce(args) => {
+                Expr::Coalesce(args.iter().map(|a| a.resolve(resolve)).collect::<Result<_, _>>()?)
+            }
+        })
     }
 
     /// Levels from the root to the deepest leaf (a literal or a name is 1).
