@@ -2,9 +2,10 @@
 //! operations the mappings derive from it.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use indexmap::IndexMap;
+use indexmap::IndexSet;
 use serde::{Deserialize, Serialize};
 
 use crate::company::{Action, CompanySpec, EventType, Mapping};
@@ -119,7 +120,76 @@ pub struct Event {
     pub event_type: String,
     pub occurred_at: DateTime<Utc>,
     pub causation: Option<String>,
-    pub data: IndexMap<String, Value>,
+    pub data: Fields,
+}
+
+/// The field names of an event type, shared by every event of the type: in the spec's order,
+/// which is the order of an event's [`Fields`], and in the sorted order the record's JSON text
+/// writes them in, each name already written as a JSON string.
+#[derive(Debug, PartialEq, Eq)]
+pub struct FieldLayout {
+    names: IndexSet<String>,
+    /// Positions in `names`, sorted by name.
+    sorted: Vec<usize>,
+    /// Each name as JSON text (quoted, escaped), by position.
+    json_keys: Vec<Vec<u8>>,
+}
+
+impl FieldLayout {
+    /// The layout of fields named `names`, in that order.
+    pub fn of<'a>(names: impl IntoIterator<Item = &'a String>) -> FieldLayout {
+        let names: IndexSet<String> = names.into_iter().cloned().collect();
+        let mut sorted: Vec<usize> = (0..names.len()).collect();
+        sorted.sort_by(|a, b| names[*a].cmp(&names[*b]));
+        let json_keys =
+            names.iter().map(|n| serde_json::to_vec(n).expect("writing JSON into memory cannot fail")).collect();
+        FieldLayout { names, sorted, json_keys }
+    }
+}
+
+/// An event's `data`, typed: one value per field of its type, in the type's order, null where
+/// the event gave none. The names are the type's, shared, not copied into every event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fields {
+    layout: Arc<FieldLayout>,
+    values: Vec<Value>,
+}
+
+impl Fields {
+    pub(crate) fn new(layout: Arc<FieldLayout>, values: Vec<Value>) -> Fields {
+        debug_assert_eq!(layout.names.len(), values.len(), "one value per field");
+        Fields { layout, values }
+    }
+
+    /// The value of field `name`, if the type has it.
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.layout.names.get_index_of(name).map(|i| &self.values[i])
+    }
+
+    /// The value of the field at `position` in the type's order.
+    pub fn at(&self, position: usize) -> Option<&Value> {
+        self.values.get(position)
+    }
+
+    /// Every field's name and value, in the type's order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.layout.names.iter().map(String::as_str).zip(&self.values)
+    }
+}
+
+/// No fields: the data of an event type that declares none.
+impl Default for Fields {
+    fn default() -> Fields {
+        Fields { layout: Arc::new(FieldLayout::of([])), values: Vec::new() }
+    }
+}
+
+impl std::ops::Index<&str> for Fields {
+    type Output = Value;
+
+    fn index(&self, name: &str) -> &Value {
+        self.get(name).unwrap_or_else(|| panic!("no field `{name}`"))
+    }
 }
 
 /// One change a mapping makes to a table: a full-width row in the table's column order,
@@ -192,7 +262,7 @@ impl Event {
         // What may be stored: checked here, on the way in, and not when a recorded event is
         // derived again, so that no rule added later can stop the derivation of events recorded
         // before it.
-        for (name, v) in &event.data {
+        for (name, v) in event.data.iter() {
             if matches!(v, Value::String(s) if s.contains('\0')) {
                 return Err(EventError::new(
                     format!("data.{name}"),
@@ -269,7 +339,7 @@ impl Event {
                 .data
                 .iter()
                 .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k.clone(), v.to_json()))
+                .map(|(k, v)| (k.to_string(), v.to_json()))
                 .collect(),
             causation: self.causation.clone(),
         }
@@ -299,14 +369,19 @@ impl Event {
     /// `serde_json` writes of that map (keys sorted, null fields left out), without building
     /// the map: the record stores these bytes and the archive row carries them.
     pub fn write_data_json(&self, out: &mut Vec<u8>) {
-        let mut fields: Vec<(&String, &Value)> = self.data.iter().filter(|(_, v)| !v.is_null()).collect();
-        fields.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let layout = &self.data.layout;
         out.push(b'{');
-        for (i, (k, v)) in fields.into_iter().enumerate() {
-            if i > 0 {
+        let mut first = true;
+        for &i in &layout.sorted {
+            let v = &self.data.values[i];
+            if v.is_null() {
+                continue;
+            }
+            if !first {
                 out.push(b',');
             }
-            serde_json::to_writer(&mut *out, k).expect("writing JSON into memory cannot fail");
+            first = false;
+            out.extend_from_slice(&layout.json_keys[i]);
             out.push(b':');
             v.write_json(out);
         }

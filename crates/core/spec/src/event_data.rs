@@ -18,6 +18,7 @@ use serde::Deserialize;
 
 use crate::company::{EventType, FieldSpec};
 use crate::error::EventError;
+use crate::event::Fields;
 use crate::types::{decimal_text, parse_timestamp, Value, ValueType};
 
 /// One field's value as it was read, before it is typed.
@@ -202,7 +203,7 @@ pub(crate) fn typed_array(text: &[u8], types: &[ValueType]) -> Result<Vec<Value>
 /// # Errors
 /// An [`EventError`] naming `data` when the text is not an object, else the field: unknown to
 /// the type, of the wrong type, or required and missing.
-pub(crate) fn typed_text(text: &str, ty: &EventType) -> Result<IndexMap<String, Value>, EventError> {
+pub(crate) fn typed_text(text: &str, ty: &EventType) -> Result<Fields, EventError> {
     let mut de = serde_json::Deserializer::from_str(text);
     let read = de
         .deserialize_map(DataVisitor { fields: &ty.fields })
@@ -217,7 +218,7 @@ pub(crate) fn typed_text(text: &str, ty: &EventType) -> Result<IndexMap<String, 
 pub(crate) fn typed_map(
     data: serde_json::Map<String, serde_json::Value>,
     ty: &EventType,
-) -> Result<IndexMap<String, Value>, EventError> {
+) -> Result<Fields, EventError> {
     let mut read = Read::new(ty.fields.len());
     for (name, v) in data {
         match ty.fields.get_index_of(&name) {
@@ -228,11 +229,11 @@ pub(crate) fn typed_map(
     finish(read, ty)
 }
 
-fn finish(read: Read<'_>, ty: &EventType) -> Result<IndexMap<String, Value>, EventError> {
+fn finish(read: Read<'_>, ty: &EventType) -> Result<Fields, EventError> {
     if let Some(k) = read.unknown {
         return Err(EventError::new(format!("data.{k}"), format!("`{}` has no field `{k}`", ty.name)));
     }
-    let mut data = IndexMap::with_capacity(ty.fields.len());
+    let mut values = Vec::with_capacity(ty.fields.len());
     for ((name, f), raw) in ty.fields.iter().zip(read.slots) {
         let v = match raw {
             Some(raw) => raw.typed(f.ty).map_err(|e| EventError::new(format!("data.{name}"), e))?,
@@ -244,9 +245,9 @@ fn finish(read: Read<'_>, ty: &EventType) -> Result<IndexMap<String, Value>, Eve
                 format!("required {} field is missing", f.ty),
             ));
         }
-        data.insert(name.clone(), v);
+        values.push(v);
     }
-    Ok(data)
+    Ok(Fields::new(std::sync::Arc::clone(&ty.layout), values))
 }
 
 #[cfg(test)]
@@ -256,11 +257,11 @@ mod tests {
 
     fn ty() -> EventType {
         let field = |ty, required| FieldSpec { ty, required };
-        EventType {
-            name: "inventory.counted".into(),
-            module: "inventory".into(),
-            description: None,
-            fields: [
+        EventType::new(
+            "inventory.counted".into(),
+            "inventory".into(),
+            None,
+            [
                 ("item".to_string(), field(ValueType::String, true)),
                 ("qty".to_string(), field(ValueType::Int, false)),
                 ("price".to_string(), field(ValueType::Decimal { precision: 10, scale: 2 }, false)),
@@ -269,11 +270,11 @@ mod tests {
             ]
             .into_iter()
             .collect(),
-        }
+        )
     }
 
     /// Both ways of typing, which must agree on every input, answers and messages alike.
-    fn both(text: &str) -> Result<IndexMap<String, Value>, String> {
+    fn both(text: &str) -> Result<Fields, String> {
         let ty = ty();
         let from_text = typed_text(text, &ty).map_err(|e| e.to_string());
         let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text).unwrap();
@@ -288,7 +289,7 @@ mod tests {
             r#"{"qty": 7, "item": "bolt \"7\"", "price": 12.50, "at": "2026-01-01T00:00:00Z", "ok": true}"#,
         )
         .unwrap();
-        assert_eq!(ok.keys().collect::<Vec<_>>(), ["item", "qty", "price", "at", "ok"], "the type's order");
+        assert_eq!(ok.iter().map(|(k, _)| k).collect::<Vec<_>>(), ["item", "qty", "price", "at", "ok"], "the type's order");
         assert_eq!(ok["item"], Value::String("bolt \"7\"".into()));
         assert_eq!(ok["qty"], Value::Int(7));
         // A JSON number keeps its digits on the way to a decimal.

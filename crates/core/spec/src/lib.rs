@@ -47,7 +47,7 @@ pub use company::{
 };
 pub use decision::{DecisionInput, DecisionKind, RuleStep, StepResult};
 pub use error::{EventError, Problem, SpecError};
-pub use event::{module_of, DataJson, Event, EventData, EventEnvelope, LineHead, RowOp};
+pub use event::{module_of, DataJson, Event, EventData, EventEnvelope, FieldLayout, Fields, LineHead, RowOp};
 pub use freshness::Freshness;
 pub use merge::Merger;
 pub use types::{Value, ValueType};

@@ -157,7 +157,7 @@ impl Program {
     /// The value of `slot` for `event` at `offset`, with `joined` the rows the lookups found.
     fn read(event: &Event, offset: u64, joined: &[Option<Vec<Value>>], slot: Slot) -> Value {
         match slot {
-            Slot::Field(i) => event.data.get_index(i).map_or(Value::Null, |(_, v)| v.clone()),
+            Slot::Field(i) => event.data.at(i).cloned().unwrap_or(Value::Null),
             Slot::Id => Value::String(event.id.clone()),
             Slot::Type => Value::String(event.event_type.clone()),
             Slot::OccurredAt => Value::Timestamp(event.occurred_at),

@@ -153,7 +153,7 @@ impl Builder {
                 Err(e) => self.problem(file, format!("{at}.fields.{f}"), e),
             }
         }
-        self.events.insert(name.clone(), EventType { name, module, description: raw.description, fields });
+        self.events.insert(name.clone(), EventType::new(name, module, raw.description, fields));
     }
 
     fn add_table(&mut self, file: &Path, name: String, raw: RawTable) {

@@ -66,6 +66,21 @@ pub struct EventType {
     pub module: String,
     pub description: Option<String>,
     pub fields: IndexMap<String, FieldSpec>,
+    /// The fields' names as every event of the type carries them ([`crate::event::Fields`]).
+    pub layout: std::sync::Arc<crate::event::FieldLayout>,
+}
+
+impl EventType {
+    /// The event type `name` of module `module` with `fields`, in their order.
+    pub fn new(
+        name: String,
+        module: String,
+        description: Option<String>,
+        fields: IndexMap<String, FieldSpec>,
+    ) -> EventType {
+        let layout = std::sync::Arc::new(crate::event::FieldLayout::of(fields.keys()));
+        EventType { name, module, description, fields, layout }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
