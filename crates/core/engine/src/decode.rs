@@ -15,10 +15,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use livestate_record::{Record, RecordedEvent};
-use livestate_spec::{CompanySpec, Event, Value};
+use livestate_spec::{CompanySpec, Event};
 
 use crate::error::EngineError;
-use crate::schema::archive_row;
 
 /// Events per chunk handed over.
 pub(crate) const CHUNK: usize = 2048;
@@ -34,18 +33,18 @@ pub(crate) struct Decoded {
     pub offset: u64,
     pub recorded_at_ms: i64,
     pub event: Event,
-    /// The event's row in the `record.events` archive.
-    pub archive: Vec<Value>,
+    /// The JSON text of the recorded `data` object, as the `record.events` archive holds it.
+    pub data: String,
 }
 
 /// Types one recorded event (decoding is the same whether or not the stage runs).
 pub(crate) fn decode(ev: RecordedEvent, spec: &CompanySpec) -> Result<Decoded, EngineError> {
     let (offset, recorded_at_ms) = (ev.offset, ev.recorded_at_ms);
-    let archive = archive_row(&ev);
+    let data = serde_json::to_string(&ev.event.data).expect("serialising JSON into memory cannot fail");
     // Mappings were dry-run when the event was emitted; the derivers run them once, for real.
     let event =
         Event::decode(ev.event, spec).map_err(|source| EngineError::Undecodable { offset, source })?;
-    Ok(Decoded { offset, recorded_at_ms, event, archive })
+    Ok(Decoded { offset, recorded_at_ms, event, data })
 }
 
 impl Decoded {
@@ -53,16 +52,7 @@ impl Decoded {
     /// in, and the same as [`decode`] makes of the stored entry. `data` is the JSON text of the
     /// recorded `data` object.
     pub fn appended(offset: u64, recorded_at_ms: i64, event: Event, data: String) -> Decoded {
-        let archive = crate::schema::archive_row_of(
-            offset,
-            &event.id,
-            &event.event_type,
-            Value::Timestamp(event.occurred_at),
-            recorded_at_ms,
-            event.causation.as_deref(),
-            data,
-        );
-        Decoded { offset, recorded_at_ms, event, archive }
+        Decoded { offset, recorded_at_ms, event, data }
     }
 }
 

@@ -8,7 +8,7 @@ use livestate_record::Record;
 use livestate_spec::{Action, CompanySpec, Freshness, Value};
 use paimon::spec::RowKind;
 
-use crate::archive::{Archive, ArchiveRow};
+use crate::archive::Archive;
 use crate::decode::{Decoded, Decoder};
 use crate::error::EngineError;
 use crate::index::Index;
@@ -74,8 +74,6 @@ pub struct Derivers {
     /// The `record.events` archive, written on a task of its own (`None` in a twin that
     /// re-derives tables, see `rederive`).
     archive: Option<Archive>,
-    /// Archive rows of the chunk being applied, handed to the archive at its end.
-    archive_rows: Vec<ArchiveRow>,
     /// Answers lookup joins: each table's rows as of its last commit.
     index: Arc<Index>,
     /// Reads and types the record ahead of the derivers, on a thread of its own (started at the
@@ -229,7 +227,6 @@ impl Derivers {
             readers,
             sink_of,
             archive: archive.map(Archive::start),
-            archive_rows: Vec::new(),
             index: Arc::clone(index),
             decoder: None,
             tail: Arc::clone(tail),
@@ -294,10 +291,9 @@ impl Derivers {
         for t in &mut self.tables {
             t.sink.advance_to(end);
         }
-        let archived = std::mem::take(&mut self.archive_rows);
         let behind = record.next_offset().saturating_sub(end) > READ_CHUNK as u64;
         if let Some(a) = &mut self.archive {
-            a.hand_over(archived, end, behind).await?;
+            a.hand_over(end, behind).await?;
         }
         Ok(Applied { events: n, rows })
     }
@@ -340,11 +336,10 @@ impl Derivers {
     }
 
     async fn apply(&mut self, spec: &CompanySpec, ev: Decoded) -> Result<u64, EngineError> {
-        let Decoded { offset, recorded_at_ms, event, archive } = ev;
+        let Decoded { offset, recorded_at_ms, event, data } = ev;
         let mut rows = 0;
-        if self.archive.as_ref().is_some_and(|a| offset >= a.position()) {
-            self.archive_rows.push((recorded_at_ms, archive));
-            rows += 1;
+        if let Some(a) = &mut self.archive {
+            rows += u64::from(a.add(offset, recorded_at_ms, &event, &data));
         }
         // Lookup joins read the other table as of its last commit (the lookup index).
         let ops = {
@@ -430,7 +425,7 @@ impl Derivers {
                 Action::Upsert => RowKind::Insert,
                 Action::Delete => RowKind::Delete,
             };
-            sink.push((kind, op.row), recorded_at_ms).await?;
+            sink.push((kind, op.row), recorded_at_ms)?;
             self.ops_in_chunk[slot] += 1;
             rows += 1;
         }

@@ -1,10 +1,13 @@
 //! Paimon schemas for state tables and the record archive.
 
+#[cfg(test)]
 use livestate_record::RecordedEvent;
 use livestate_spec::options::THIN_MODE_OPTION;
+#[cfg(test)]
 use livestate_spec::types::{format_timestamp, millis_to_timestamp, parse_timestamp};
-use livestate_spec::MergeEngine;
-use livestate_spec::{TableSpec, Value, ValueType};
+#[cfg(test)]
+use livestate_spec::Value;
+use livestate_spec::{MergeEngine, TableSpec, ValueType};
 use paimon::spec::{
     BigIntType, BooleanType, DataType, DecimalType, Schema, Snapshot, TimestampType, VarCharType,
 };
@@ -136,8 +139,10 @@ pub fn archive_schema() -> paimon::Result<Schema> {
         .build()
 }
 
-/// The archive row of a recorded event.
-pub fn archive_row(ev: &RecordedEvent) -> Vec<Value> {
+/// The archive row of a recorded event, one value per column: the oracle the derivers' Arrow
+/// columns ([`crate::archive::ArchiveBatch`]) are tested against.
+#[cfg(test)]
+pub(crate) fn archive_row(ev: &RecordedEvent) -> Vec<Value> {
     let e = &ev.event;
     let occurred = parse_timestamp(&e.occurred_at).map_or(Value::Null, Value::Timestamp);
     let data = serde_json::to_string(&e.data).expect("serialising JSON into memory cannot fail");
@@ -146,7 +151,8 @@ pub fn archive_row(ev: &RecordedEvent) -> Vec<Value> {
 
 /// The archive row of the event at `offset` from its parts; `data` is the JSON text of the
 /// recorded event's `data` object.
-pub(crate) fn archive_row_of(
+#[cfg(test)]
+fn archive_row_of(
     offset: u64,
     id: &str,
     event_type: &str,

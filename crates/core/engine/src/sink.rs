@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arrow_array::RecordBatch;
 use arrow_schema::Schema as ArrowSchema;
 use livestate_lsm::{CommitLock, Level0Writer, Maintainer, SharedFence};
 use livestate_spec::{TableSpec, Value};
@@ -147,7 +148,9 @@ pub(crate) struct TableSink {
     running: Option<Running>,
     schema: Arc<ArrowSchema>,
     /// The archive's rows not yet handed to the writer.
-    pending: Vec<KindRow>,
+    pending: Vec<RecordBatch>,
+    /// Rows in `pending`.
+    pending_rows: usize,
     /// Next record offset to apply. Only moves forward ([`TableSink::advance_to`]), and
     /// is never below `committed`.
     position: u64,
@@ -300,6 +303,7 @@ impl TableSink {
             running: None,
             schema,
             pending: Vec::new(),
+            pending_rows: 0,
             position: committed,
             committed,
             snapshot_id,
@@ -362,30 +366,54 @@ impl TableSink {
         }
     }
 
-    /// Applies one row operation: a state table merges it into its key's window (written at
-    /// the commit); the archive buffers it and hands Paimon every [`WRITE_BATCH_ROWS`].
-    pub async fn push(&mut self, row: KindRow, recorded_at_ms: i64) -> Result<(), EngineError> {
+    /// Applies one row operation to a state table: it merges into its key's window, written
+    /// at the commit.
+    pub fn push(&mut self, row: KindRow, recorded_at_ms: i64) -> Result<(), EngineError> {
         self.oldest_uncommitted_ms.get_or_insert(recorded_at_ms);
         self.window_opened.get_or_insert_with(Instant::now);
-        if let Some(t) = &mut self.tracking {
-            return t.apply(row.0, &row.1);
-        }
-        self.pending.push(row);
-        if self.pending.len() >= WRITE_BATCH_ROWS {
+        let t = self.tracking.as_mut().expect("row operations go to state tables");
+        t.apply(row.0, &row.1)
+    }
+
+    /// Adds archive rows (of this sink's Arrow schema) whose oldest was recorded at
+    /// `oldest_recorded_ms`; they are handed to Paimon every [`WRITE_BATCH_ROWS`].
+    pub async fn push_batch(
+        &mut self,
+        batch: RecordBatch,
+        oldest_recorded_ms: i64,
+    ) -> Result<(), EngineError> {
+        debug_assert!(self.tracking.is_none(), "batches go to the archive");
+        self.oldest_uncommitted_ms.get_or_insert(oldest_recorded_ms);
+        self.window_opened.get_or_insert_with(Instant::now);
+        self.pending_rows += batch.num_rows();
+        self.pending.push(batch);
+        if self.pending_rows >= WRITE_BATCH_ROWS {
             self.flush().await?;
         }
         Ok(())
     }
 
-    /// Hands Paimon the archive's buffered rows.
+    /// The Arrow schema of the rows this sink writes.
+    pub fn arrow_schema(&self) -> Arc<ArrowSchema> {
+        Arc::clone(&self.schema)
+    }
+
+    /// Hands Paimon the archive's buffered rows, as one batch.
     async fn flush(&mut self) -> Result<(), EngineError> {
         if self.pending.is_empty() {
             return Ok(());
         }
+        let batch = arrow_select::concat::concat_batches(&self.schema, &self.pending)
+            .map_err(|source| EngineError::Arrow { table: self.name.clone(), source })?;
+        self.pending.clear();
+        self.pending_rows = 0;
         let w = self.writer.as_mut().expect("the archive commits in place");
         let Files::Crate(write) = &mut w.files else { unreachable!("the archive writes through the crate") };
-        w.dirty |= write_rows(write, &self.table, &self.name, &self.schema, &self.pending).await?;
-        self.pending.clear();
+        if let Err(e) = write.write_arrow_batch(&batch).await {
+            let e = paimon_err(&self.name, "write")(e);
+            return Err(diagnose(&self.table, &self.name, None, e).await);
+        }
+        w.dirty = true;
         Ok(())
     }
 
@@ -643,25 +671,6 @@ async fn commit_writer(
     w.spend.commit(chrono::Utc::now().timestamp_millis(), files, bytes, started.elapsed());
     // Under the lock, the latest snapshot is this commit's.
     w.table.snapshot_manager().get_latest_snapshot().await.map_err(paimon_err(&w.name, "read snapshot"))
-}
-
-/// Hands `rows` to the Paimon writer as one batch; whether there were any.
-async fn write_rows(
-    write: &mut TableWrite,
-    table: &Table,
-    name: &str,
-    schema: &Arc<ArrowSchema>,
-    rows: &[KindRow],
-) -> Result<bool, EngineError> {
-    if rows.is_empty() {
-        return Ok(false);
-    }
-    let batch = rows::to_batch(schema, rows).map_err(shape_err(name))?;
-    if let Err(e) = write.write_arrow_batch(&batch).await {
-        let e = paimon_err(name, "write")(e);
-        return Err(diagnose(table, name, None, e).await);
-    }
-    Ok(true)
 }
 
 #[cfg(test)]

@@ -210,7 +210,7 @@ mod tests {
                 causation: None,
                 data: Default::default(),
             },
-            archive: Vec::new(),
+            data: "{}".into(),
         }
     }
 
@@ -370,7 +370,7 @@ mod parse_once {
             let stored = ls.record.get(t.offset).unwrap().unwrap();
             let decoded = crate::decode::decode(stored, &ls.spec).unwrap();
             assert_eq!(t.event, decoded.event, "event at offset {}", t.offset);
-            assert_eq!(t.archive, decoded.archive, "archive row at offset {}", t.offset);
+            assert_eq!(t.data, decoded.data, "the data text archived at offset {}", t.offset);
             assert_eq!(t.recorded_at_ms, decoded.recorded_at_ms);
         }
     }

@@ -141,8 +141,10 @@ impl FieldLayout {
         let names: IndexSet<String> = names.into_iter().cloned().collect();
         let mut sorted: Vec<usize> = (0..names.len()).collect();
         sorted.sort_by(|a, b| names[*a].cmp(&names[*b]));
-        let json_keys =
-            names.iter().map(|n| serde_json::to_vec(n).expect("writing JSON into memory cannot fail")).collect();
+        let json_keys = names
+            .iter()
+            .map(|n| serde_json::to_vec(n).expect("writing JSON into memory cannot fail"))
+            .collect();
         FieldLayout { names, sorted, json_keys }
     }
 }

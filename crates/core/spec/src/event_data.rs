@@ -289,7 +289,11 @@ mod tests {
             r#"{"qty": 7, "item": "bolt \"7\"", "price": 12.50, "at": "2026-01-01T00:00:00Z", "ok": true}"#,
         )
         .unwrap();
-        assert_eq!(ok.iter().map(|(k, _)| k).collect::<Vec<_>>(), ["item", "qty", "price", "at", "ok"], "the type's order");
+        assert_eq!(
+            ok.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            ["item", "qty", "price", "at", "ok"],
+            "the type's order"
+        );
         assert_eq!(ok["item"], Value::String("bolt \"7\"".into()));
         assert_eq!(ok["qty"], Value::Int(7));
         // A JSON number keeps its digits on the way to a decimal.
