@@ -109,7 +109,7 @@ impl StateSink {
         }
         let made = self.sink.finish_commit().await?.is_some();
         if made {
-            self.upkeep.after_commit(&self.sink.maintainer, inline).await;
+            self.upkeep.after_commit(&self.sink.maintainer(), inline).await;
         }
         Ok(u64::from(made))
     }
@@ -119,7 +119,7 @@ impl StateSink {
     /// collected commit made.
     async fn start_commit(&mut self) -> Result<u64, EngineError> {
         let made = self.collect(true, false).await?;
-        self.upkeep.before_commit(&self.sink.maintainer).await;
+        self.upkeep.before_commit(&self.sink.maintainer()).await;
         self.sink.start_commit().await?;
         Ok(made)
     }
@@ -166,7 +166,7 @@ impl Derivers {
                 TableSink::open(catalog, STATE_DB, &t.name, true, Some(tracking), locks, fence.clone())
                     .await?;
             sink.recover_index(t).await?;
-            let upkeep = Upkeep::new(&t.freshness, sink.spend.clone());
+            let upkeep = Upkeep::new(&t.freshness, sink.spend().clone());
             tables.push(StateSink { freshness: t.freshness, sink, last_nightly_commit: None, upkeep });
         }
         let mut archive = match with_archive {
@@ -184,7 +184,7 @@ impl Derivers {
             .iter()
             .map(|t| &t.sink)
             .chain(archive.as_ref())
-            .map(|s| (s.name.clone(), s.maintainer.clone()))
+            .map(|s| (s.name().to_string(), s.maintainer().clone()))
             .collect();
         for (name, maintainer) in maintainers {
             let removed = maintainer.remove_orphans(Duration::ZERO, now).await?;
@@ -196,7 +196,7 @@ impl Derivers {
         // touch it). It is trusted only while that snapshot is still the table's latest.
         if let Some(status) = Status::load(layout) {
             for s in tables.iter_mut().map(|t| &mut t.sink).chain(archive.as_mut()) {
-                if let Some(p) = status.tables.get(&s.name) {
+                if let Some(p) = status.tables.get(s.name()) {
                     s.trust_checked(p);
                 }
             }
@@ -284,7 +284,7 @@ impl Derivers {
         let rows = applied.inspect_err(|_| self.decoder = None)?;
         let now_ms = chrono::Utc::now().timestamp_millis();
         for (t, share) in self.tables.iter().zip(apportion(cpu, &self.ops_in_chunk)) {
-            t.sink.spend.derivation(now_ms, share);
+            t.sink.spend().derivation(now_ms, share);
         }
         // Before any commit or status covers the chunk's offsets.
         self.quarantine.flush()?;
@@ -526,7 +526,7 @@ impl Derivers {
                 // The commit runs on a task of its own; the next step collects it.
                 commits += t.start_commit().await?;
             } else {
-                t.upkeep.when_idle(&t.sink.maintainer).await;
+                t.upkeep.when_idle(&t.sink.maintainer()).await;
             }
         }
         // The archive commits on its own task; a failure there stops derivation here.
@@ -598,7 +598,7 @@ impl Derivers {
     /// The maintainer of every state table, by table name. They share the derivers' locks, so
     /// a tag pinned through one cannot race an expiry the derivers run.
     pub fn maintainers(&self) -> std::collections::HashMap<String, livestate_lsm::Maintainer> {
-        self.tables.iter().map(|t| (t.sink.name_in_spec().to_string(), t.sink.maintainer.clone())).collect()
+        self.tables.iter().map(|t| (t.sink.name_in_spec().to_string(), t.sink.maintainer().clone())).collect()
     }
 
     /// Waits for every state table's running commit (a step starts them on tasks of their own
@@ -635,9 +635,9 @@ impl Derivers {
     pub async fn finish(&mut self) {
         for t in &mut self.tables {
             if let Err(e) = t.collect(true, false).await {
-                tracing::warn!(table = %t.sink.name, error = %e, "the last commit failed");
+                tracing::warn!(table = %t.sink.name(), error = %e, "the last commit failed");
             }
-            t.upkeep.finish(&t.sink.name).await;
+            t.upkeep.finish(&t.sink.name()).await;
         }
         if let Some(a) = &mut self.archive {
             a.finish().await;

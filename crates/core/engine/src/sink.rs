@@ -140,8 +140,8 @@ impl SinkProgress {
 /// its own ([`TableSink::start_commit`]) while the next window fills; at most one runs at a
 /// time, and it holds the table's commit lock from start to end.
 pub(crate) struct TableSink {
-    pub name: String,
-    pub table: Table,
+    name: String,
+    table: Table,
     /// The Paimon writer and committer; with the running commit's task while it runs.
     writer: Option<Writer>,
     /// A state table's commit running on a task of its own.
@@ -168,11 +168,11 @@ pub(crate) struct TableSink {
     /// table in this process: [`crate::Livestate`] hands it out).
     commit_lock: CommitLock,
     /// Compaction, expiry and orphan cleanup of this table.
-    pub maintainer: Maintainer,
+    maintainer: Maintainer,
     /// State tables: each key's row before and after what is applied but not committed.
     tracking: Option<Tracking>,
     /// What the table's commits and compactions cost (its commit task and upkeep add to it).
-    pub spend: SpendMeter,
+    spend: SpendMeter,
 }
 
 /// How a writer turns rows into data files.
@@ -391,6 +391,21 @@ impl TableSink {
             self.flush().await?;
         }
         Ok(())
+    }
+
+    /// The table's full name (`state.stock`, `record.events`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Compaction, expiry and orphan cleanup of the table (what its upkeep runs).
+    pub fn maintainer(&self) -> &Maintainer {
+        &self.maintainer
+    }
+
+    /// What the table's commits, compactions and derivation cost.
+    pub fn spend(&self) -> &SpendMeter {
+        &self.spend
     }
 
     /// The Arrow schema of the rows this sink writes.
