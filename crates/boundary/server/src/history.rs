@@ -77,7 +77,7 @@ pub(crate) async fn history(
 /// # Errors
 /// 404 for an undeclared kind, 400 for a `since` that is not a duration; read errors.
 pub(crate) async fn history_of(s: &Arc<Shared>, kind: &str, since: &str) -> Result<History, ApiError> {
-    let spec = s.ls.spec();
+    let spec = s.spec();
     let Some(k) = spec.decisions.get(kind) else {
         return Err(ApiError::not_found(format!(
             "no decision kind `{kind}` (declared: {})",
@@ -93,7 +93,7 @@ pub(crate) async fn history_of(s: &Arc<Shared>, kind: &str, since: &str) -> Resu
         .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC);
     let text = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let cutoff = text(from);
-    let (mut entries, truncated) = s.store.of_kind_since(kind, &cutoff, MAX_PROPOSALS)?;
+    let (mut entries, truncated) = s.store().of_kind_since(kind, &cutoff, MAX_PROPOSALS)?;
     entries.reverse();
     let mut cache = ReadCache::new();
     let mut examined = Vec::new();
@@ -104,12 +104,12 @@ pub(crate) async fn history_of(s: &Arc<Shared>, kind: &str, since: &str) -> Resu
     let shared = Arc::clone(s);
     let kind_name = kind.to_string();
     let examined = tokio::task::spawn_blocking(move || {
-        let k = &shared.ls.spec().decisions[&kind_name];
+        let k = &shared.spec().decisions[&kind_name];
         carry_forward(&shared, k, examined)
     })
     .await
     .map_err(ApiError::internal)??;
-    Ok(report(s.ls.spec(), k, &entries, &examined, &cutoff, &text(until), truncated))
+    Ok(report(s.spec(), k, &entries, &examined, &cutoff, &text(until), truncated))
 }
 
 /// The inputs of one proposal as the agent read them.
@@ -131,7 +131,7 @@ async fn examine(
         let cited = k
             .input_key(input, &action)
             .ok()
-            .and_then(|key| citing(s.ls.spec(), &sources, input, &key).map(|i| (key, &sources[i])));
+            .and_then(|key| citing(s.spec(), &sources, input, &key).map(|i| (key, &sources[i])));
         let Some((key, src)) = cited else {
             offsets.push(None);
             inputs.push(None);
@@ -157,7 +157,7 @@ async fn examine(
         let g = match groups.iter().position(|g| g.table == input.table && g.key == key && g.from == from) {
             Some(g) => g,
             None => {
-                let ts = s.ls.spec().table(&input.table).expect("checked at load");
+                let ts = s.spec().table(&input.table).expect("checked at load");
                 let typed = row.map(|r| {
                     ts.columns
                         .iter()
@@ -191,7 +191,7 @@ fn carry_forward(
     k: &DecisionKind,
     examined: Vec<Examined>,
 ) -> Result<Vec<(Examined, AtDecision)>, ApiError> {
-    let spec: &CompanySpec = s.ls.spec();
+    let spec: &CompanySpec = s.spec();
     let mut mergers: BTreeMap<String, Merger> = BTreeMap::new();
     for i in k.inputs.values() {
         if !mergers.contains_key(&i.table) {
@@ -199,7 +199,7 @@ fn carry_forward(
             mergers.insert(i.table.clone(), m);
         }
     }
-    let fetch = |table: &str, key: &[SpecValue]| s.ls.current_row(table, key).ok().flatten();
+    let fetch = |table: &str, key: &[SpecValue]| s.ls().current_row(table, key).ok().flatten();
     let mut out = Vec::new();
     let mut budget = MAX_REPORT_SCAN;
     for ex in examined {
@@ -220,7 +220,7 @@ fn carry_forward(
         if let Some(mut at) = start {
             budget -= decided.saturating_sub(at);
             while at < decided {
-                let batch = s.ls.record().read(at, (decided - at).min(2048) as usize)?;
+                let batch = s.record().read(at, (decided - at).min(2048) as usize)?;
                 if batch.is_empty() {
                     break;
                 }

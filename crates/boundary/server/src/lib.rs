@@ -33,12 +33,13 @@ pub mod listen;
 mod openapi;
 mod proposals;
 mod reads;
+mod shared;
 mod sheet;
 pub mod store;
 mod web;
 mod webhook;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -54,10 +55,10 @@ use livestate_api::event::{AppendedLine, EventsAnswer};
 use livestate_api::health::{Health, HealthStatus, StoreMemory, Stores};
 use livestate_api::principal::{Role, WhoAmI};
 use livestate_api::ErrorCode;
-use livestate_engine::{Barrier, BarrierRequest, Follow, Livestate};
-use livestate_lsm::Maintainer;
+use livestate_engine::{Follow, Livestate};
+use shared::{Opened, Shared};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 
 pub use error::{ApiError, ServerError};
 
@@ -94,94 +95,6 @@ impl Default for ServeConfig {
     }
 }
 
-pub(crate) struct Shared {
-    ls: Livestate,
-    /// The record's next offset, raised after every append: wakes the derive loop and the
-    /// proposal-store follower.
-    head: watch::Sender<u64>,
-    /// Turns true when the server is stopping: streams end so the shutdown can finish.
-    stopping: watch::Receiver<bool>,
-    principals: Principals,
-    store: Store,
-    /// How far the proposal store has followed the record.
-    followed: watch::Receiver<u64>,
-    barriers: mpsc::Sender<BarrierRequest>,
-    /// Each state table's maintainer, sharing the derivers' locks (for pinning tags).
-    maintainers: HashMap<String, Maintainer>,
-    /// Proposals and decisions are checked and recorded one at a time.
-    deciding: tokio::sync::Mutex<()>,
-    config: ServeConfig,
-    /// Why proposals cannot be made with this spec, if they cannot.
-    decisions_unsupported: Option<String>,
-    /// People signed in to the web inbox.
-    sessions: web::Sessions,
-    /// Each table's lag over the last hour (the web tables page plots it).
-    lag_history: web::LagHistory,
-    /// Failed API authentications per client address (rate limit).
-    auth_failures: auth::Failures,
-}
-
-impl Shared {
-    /// How requests read state tables: this process's reader (lag against its record, keys by
-    /// its lookup index).
-    pub(crate) fn reader(&self) -> livestate_engine::Reader<'_> {
-        self.ls.reader()
-    }
-
-    /// Every table's health, with the serving process's maintainers (their tag caches).
-    pub(crate) async fn table_infos(&self) -> Result<Vec<livestate_engine::TableInfo>, ApiError> {
-        Ok(self.reader().tables(Some(&self.maintainers)).await?)
-    }
-
-    /// The recorded proposal `id`, or 404.
-    pub(crate) fn proposal(&self, id: &str) -> Result<store::ProposalEntry, ApiError> {
-        self.store.get(id)?.ok_or_else(|| ApiError::not_found(format!("no proposal `{id}`")))
-    }
-
-    /// The proposal's whole document, from its creating event in the record.
-    pub(crate) fn proposal_document(
-        &self,
-        p: &store::ProposalEntry,
-    ) -> Result<livestate_api::proposal::ProposalDocument, ApiError> {
-        let ev = self
-            .ls
-            .record()
-            .get(p.created_offset)?
-            .ok_or_else(|| ApiError::internal("the proposal's event is missing from the record"))?;
-        let text = ev.event.data.get("document").and_then(serde_json::Value::as_str).unwrap_or("{}");
-        serde_json::from_str(text).map_err(|e| ApiError::internal(format!("proposal document: {e}")))
-    }
-
-    /// Raises the head after an append.
-    fn appended(&self) {
-        self.head.send_replace(self.ls.record().next_offset());
-    }
-
-    /// Waits until the proposal store has applied the event at `offset`.
-    async fn followed(&self, offset: u64) -> Result<(), ApiError> {
-        let mut rx = self.followed.clone();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while *rx.borrow_and_update() <= offset {
-            if tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
-                return Err(ApiError::internal(format!(
-                    "recorded at offset {offset}, but the proposal store has not caught up within 30 s"
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// Asks the derive loop to commit `tables` through one offset at or past `target`.
-    async fn barrier(&self, tables: Vec<String>, target: u64) -> Result<Barrier, ApiError> {
-        let (reply, answer) = oneshot::channel();
-        self.barriers
-            .send(BarrierRequest { tables, target, reply })
-            .await
-            .map_err(|_| ApiError::new(ErrorCode::Unavailable, "the server is stopping"))?;
-        Ok(answer.await.map_err(|_| ApiError::new(ErrorCode::Unavailable, "the server is stopping"))??)
-    }
-}
-
 /// The authenticated caller of a request (`Authorization: Bearer <token>`).
 pub(crate) struct Caller(pub Principal);
 
@@ -210,7 +123,7 @@ impl FromRequestParts<Arc<Shared>> for Caller {
             .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
             .map(|c| c.0.ip())
             .filter(|_| token.is_some());
-        if client.is_some_and(|ip| s.auth_failures.blocked(ip)) {
+        if client.is_some_and(|ip| s.auth_failures().blocked(ip)) {
             return Err(ApiError::new(
                 ErrorCode::TooManyRequests,
                 format!(
@@ -220,9 +133,9 @@ impl FromRequestParts<Arc<Shared>> for Caller {
                 ),
             ));
         }
-        s.principals.authenticate(token).map(Caller).map_err(|e| {
+        s.principals().authenticate(token).map(Caller).map_err(|e| {
             if let Some(ip) = client {
-                s.auth_failures.record(ip);
+                s.auth_failures().record(ip);
             }
             ApiError::unauthenticated(&e)
         })
@@ -278,7 +191,7 @@ pub async fn serve_with(
     // Tags pin proposals' evidence on every table, also those another engine derives.
     let mut maintainers = derivers.maintainers();
     maintainers.extend(ls.external_maintainers().await?);
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(Shared::new(Opened {
         ls,
         head,
         stopping: stop_rx.clone(),
@@ -287,13 +200,9 @@ pub async fn serve_with(
         followed,
         barriers,
         maintainers,
-        deciding: tokio::sync::Mutex::new(()),
         config,
         decisions_unsupported,
-        sessions: web::Sessions::default(),
-        lag_history: web::LagHistory::default(),
-        auth_failures: auth::Failures::default(),
-    });
+    }));
 
     // A failed derivation (a full disk, a damaged table file) stops the server with its error
     // rather than leave it accepting events it no longer derives.
@@ -304,11 +213,10 @@ pub async fn serve_with(
     let (derive_stop_tx, derive_stop_rx) = watch::channel(false);
     let derive_loop = tokio::spawn({
         let s = Arc::clone(&shared);
-        let follow =
-            Follow { stop: derive_stop_rx, head: Some(s.head.subscribe()), barriers: Some(barrier_rx) };
+        let follow = Follow { stop: derive_stop_rx, head: Some(s.head()), barriers: Some(barrier_rx) };
         let mut derivers = derivers;
         async move {
-            let r = s.ls.follow(&mut derivers, follow).await;
+            let r = s.ls().follow(&mut derivers, follow).await;
             if let Err(e) = &r {
                 tracing::error!(error = %e, "derivation failed; the server stops");
                 let _ = derive_failed_tx.send(true);
@@ -318,7 +226,7 @@ pub async fn serve_with(
     });
     let follower = tokio::spawn(follow_loop(Arc::clone(&shared), followed_tx, stop_rx.clone()));
     let webhooks: Vec<_> = shared
-        .config
+        .config()
         .webhooks
         .iter()
         .map(|(m, url)| {
@@ -328,7 +236,7 @@ pub async fn serve_with(
 
     let sampler = tokio::spawn(web::sample_lag(Arc::clone(&shared), stop_rx.clone()));
     let app = router(Arc::clone(&shared));
-    let limits = shared.config.connections;
+    let limits = shared.config().connections;
     let served = listen::serve(listener, app, limits, async move {
         let failed = async {
             if derive_failed.wait_for(|failed| *failed).await.is_err() {
@@ -354,12 +262,12 @@ pub async fn serve_with(
     derived?;
     followed?;
     // Everything is committed: another directory may take an object-storage warehouse at once.
-    shared.ls.release_lease().await?;
+    shared.ls().release_lease().await?;
     Ok(())
 }
 
 fn router(shared: Arc<Shared>) -> Router {
-    let max_body = shared.config.max_body_bytes;
+    let max_body = shared.config().max_body_bytes;
     Router::new()
         .route("/v1/openapi.json", get(openapi::document))
         .route("/v1/health", get(health))
@@ -469,14 +377,14 @@ async fn follow_loop(
     followed: watch::Sender<u64>,
     mut stop_rx: watch::Receiver<bool>,
 ) -> Result<(), ServerError> {
-    let mut head = s.head.subscribe();
+    let mut head = s.head();
     loop {
         let stopping = *stop_rx.borrow();
         let shared = Arc::clone(&s);
-        let n = tokio::task::spawn_blocking(move || shared.store.follow(shared.ls.record()))
+        let n = tokio::task::spawn_blocking(move || shared.store().follow(shared.record()))
             .await
             .map_err(|e| std::io::Error::other(e.to_string()))??;
-        followed.send_replace(s.store.through()?);
+        followed.send_replace(s.store().through()?);
         if n == 0 {
             if stopping {
                 return Ok(());
@@ -504,16 +412,16 @@ async fn health(State(s): State<Arc<Shared>>) -> Response {
     };
     let mut body = Health {
         status: HealthStatus::Ok,
-        record_next_offset: s.ls.record().next_offset(),
+        record_next_offset: s.record().next_offset(),
         stores: Stores {
-            record: store(s.ls.record().memory()),
-            index: store(s.ls.index_memory()),
-            proposals: store(s.store.memory()),
+            record: store(s.record().memory()),
+            index: store(s.ls().index_memory()),
+            proposals: store(s.store().memory()),
         },
         heap_live_bytes: heap::live_bytes(),
         error: None,
     };
-    match s.ls.record().refusing_appends() {
+    match s.record().refusing_appends() {
         None => Json(body).into_response(),
         Some(e) => {
             body.status = HealthStatus::RefusingAppends;
@@ -545,7 +453,7 @@ async fn principals(
 ) -> Result<Json<livestate_api::principal::Principals>, ApiError> {
     caller.require(Permission::Manage)?;
     let principals = s
-        .principals
+        .principals()
         .names()
         .into_iter()
         .map(|e| livestate_api::principal::Principal {
@@ -593,7 +501,7 @@ async fn post_events(
         caller.require(Permission::Emit(head.module().to_string()))?;
     }
     let shared = Arc::clone(&s);
-    let report = tokio::task::spawn_blocking(move || shared.ls.emit(&body, false).map_err(ApiError::from))
+    let report = tokio::task::spawn_blocking(move || shared.ls().emit(&body, false).map_err(ApiError::from))
         .await
         .map_err(ApiError::internal)??;
     s.appended();

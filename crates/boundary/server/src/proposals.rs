@@ -115,7 +115,7 @@ async fn rows_for(
     source: &Source,
     at: At,
 ) -> Result<(Vec<Map<String, Value>>, livestate_engine::Receipt), ApiError> {
-    let ts = s.ls.spec().table(&source.table).expect("checked");
+    let ts = s.spec().table(&source.table).expect("checked");
     let mut lookups: Vec<Vec<(String, String)>> =
         source.keys.iter().map(|k| k.iter().map(|(c, v)| (c.clone(), key_text(v))).collect()).collect();
     for (j, row) in source.rows.iter().enumerate() {
@@ -183,9 +183,10 @@ fn now_text() -> String {
 async fn record(s: &Arc<Shared>, id: String, ty: &str, data: Map<String, Value>) -> Result<u64, ApiError> {
     let env = EventEnvelope { id, event_type: ty.into(), occurred_at: now_text(), data, causation: None };
     let shared = Arc::clone(s);
-    let appended = tokio::task::spawn_blocking(move || shared.ls.emit_envelope(env).map_err(ApiError::from))
-        .await
-        .map_err(ApiError::internal)??;
+    let appended =
+        tokio::task::spawn_blocking(move || shared.ls().emit_envelope(env).map_err(ApiError::from))
+            .await
+            .map_err(ApiError::internal)??;
     s.appended();
     let offset = appended.offset;
     s.followed(offset).await?;
@@ -193,7 +194,7 @@ async fn record(s: &Arc<Shared>, id: String, ty: &str, data: Map<String, Value>)
 }
 
 fn enabled(s: &Shared) -> Result<(), ApiError> {
-    match &s.decisions_unsupported {
+    match s.decisions_unsupported() {
         None => Ok(()),
         Some(why) => Err(ApiError::new(ErrorCode::NotImplemented, format!("proposals are disabled: {why}"))),
     }
@@ -216,22 +217,22 @@ pub(crate) async fn create(
     let mut p: NewProposal = parse_body(&body)?;
     // A retry of a proposal already recorded (its answer lost, say, to a crash) gets that proposal,
     // even if a snapshot it cited has expired since.
-    if let Some(existing) = s.store.get(&proposal_id(&agent, p.idempotency_key.as_deref()))? {
+    if let Some(existing) = s.store().get(&proposal_id(&agent, p.idempotency_key.as_deref()))? {
         return retried(&s, &p, &existing);
     }
-    check_proposal(s.ls.spec(), &p)?;
-    crate::sheet::check_inputs(s.ls.spec(), &p)?;
+    check_proposal(s.spec(), &p)?;
+    crate::sheet::check_inputs(s.spec(), &p)?;
     for (i, src) in p.sources.iter().enumerate() {
         if src.tag.is_some() {
             return Err(ApiError::bad_request(format!(
                 "sources[{i}].tag: the server names the tag that pins a source; leave it out"
             )));
         }
-        if s.ls.spec().table(&src.table).is_none() {
+        if s.spec().table(&src.table).is_none() {
             return Err(ApiError::bad_request(format!(
                 "sources[{i}].table: no table `{}` (tables: {})",
                 src.table,
-                s.ls.spec().tables.keys().cloned().collect::<Vec<_>>().join(", ")
+                s.spec().tables.keys().cloned().collect::<Vec<_>>().join(", ")
             )));
         }
     }
@@ -241,7 +242,7 @@ pub(crate) async fn create(
             .await
             .map_err(|e| ApiError::new(e.code, format!("sources[{i}]: {}", e.message)))?;
         if let Some(&j) = unmatched(&src.rows, &found).first() {
-            let ts = s.ls.spec().table(&src.table).expect("checked");
+            let ts = s.spec().table(&src.table).expect("checked");
             let cited = &src.rows[j];
             let same_key = found.iter().find(|f| ts.primary_key.iter().all(|k| f.get(k) == cited.get(k)));
             let holds = match same_key {
@@ -257,8 +258,8 @@ pub(crate) async fn create(
         }
     }
     let id = proposal_id(&agent, p.idempotency_key.as_deref());
-    let _one_at_a_time = s.deciding.lock().await;
-    if let Some(existing) = s.store.get(&id)? {
+    let _one_at_a_time = s.deciding().await;
+    if let Some(existing) = s.store().get(&id)? {
         return retried(&s, &p, &existing);
     }
     // Pin each cited snapshot (once per table and snapshot).
@@ -268,10 +269,10 @@ pub(crate) async fn create(
         let (table, snapshot) = (p.sources[i].table.clone(), p.sources[i].snapshot_id);
         let tag = format!("proposal-{id}-s{snapshot}");
         if !pinned.iter().any(|(t, g)| t == &table && g == &tag) {
-            let m = s.maintainers.get(&table).expect("every state table has a maintainer");
-            if let Err(e) = m.pin(&tag, snapshot, Some(&s.config.tag_retention)).await {
+            let m = s.maintainers().get(&table).expect("every state table has a maintainer");
+            if let Err(e) = m.pin(&tag, snapshot, Some(&s.config().tag_retention)).await {
                 for (t, g) in &pinned {
-                    let _ = s.maintainers[t].delete_tag(g).await;
+                    let _ = s.maintainers()[t].delete_tag(g).await;
                 }
                 return Err(ApiError::bad_request(format!("sources[{i}]: {e}")));
             }
@@ -300,7 +301,7 @@ pub(crate) async fn create(
         Ok(o) => o,
         Err(e) => {
             for (t, g) in &pinned {
-                let _ = s.maintainers[t].delete_tag(g).await;
+                let _ = s.maintainers()[t].delete_tag(g).await;
             }
             return Err(e);
         }
@@ -355,7 +356,7 @@ pub(crate) async fn list(
             l.parse().map_err(|_| ApiError::bad_request(format!("limit `{l}` is not a whole number")))?
         }
     };
-    Ok(Json(ProposalList { proposals: s.store.list(status, limit)? }))
+    Ok(Json(ProposalList { proposals: s.store().list(status, limit)? }))
 }
 
 #[utoipa::path(get, path = "/v1/proposals/{id}", security(("token" = [])), params(("id" = String, Path)),
@@ -399,7 +400,7 @@ pub(crate) async fn decide_as(
     enabled(s)?;
     let decision = d.decision.status();
     check_text("reason", &d.reason, 2000)?;
-    let _one_at_a_time = s.deciding.lock().await;
+    let _one_at_a_time = s.deciding().await;
     let p = s.proposal(id)?;
     caller.require(Permission::Decide(p.module.clone()))?;
     if let Some(prev) = &p.decision {
@@ -442,7 +443,7 @@ pub(crate) async fn outbox(
             v.parse().map_err(|_| ApiError::bad_request(format!("{name} `{v}` is not a whole number")))
         })
     };
-    let items = s.store.outbox(&module, number("after", 0)?, number("limit", 100)? as usize)?;
+    let items = s.store().outbox(&module, number("after", 0)?, number("limit", 100)? as usize)?;
     let next = items.last().map_or(number("after", 0)?, |i| i.cursor);
     Ok(Json(Outbox { module, items, next_after: next }))
 }
@@ -473,7 +474,7 @@ pub(crate) async fn audit_of(s: &Arc<Shared>, id: &str) -> Result<Audit, ApiErro
         let tag = src.tag.clone().unwrap_or_default();
         let (rows, receipt) = rows_for(&s, src, At::Tag(tag.clone())).await?;
         let missing = unmatched(&src.rows, &rows);
-        let ts = s.ls.spec().table(&src.table).expect("a cited table exists");
+        let ts = s.spec().table(&src.table).expect("a cited table exists");
         for r in &rows {
             let key: Map<String, Value> = ts
                 .primary_key
@@ -497,8 +498,8 @@ pub(crate) async fn audit_of(s: &Arc<Shared>, id: &str) -> Result<Audit, ApiErro
         });
     }
     let mut caused_events = Vec::new();
-    for offset in s.store.caused(&id)? {
-        let Some(ev) = s.ls.record().get(offset)? else { continue };
+    for offset in s.store().caused(&id)? {
+        let Some(ev) = s.record().get(offset)? else { continue };
         for (table, key) in touched_keys(&s, &ev) {
             followed_keys.insert((table, key));
         }
@@ -537,12 +538,12 @@ pub(crate) async fn audit_of(s: &Arc<Shared>, id: &str) -> Result<Audit, ApiErro
 
 /// The (table, key) pairs an event's mappings write.
 fn touched_keys(s: &Shared, ev: &livestate_record::RecordedEvent) -> Vec<(String, String)> {
-    let Ok(event) = Event::decode(ev.event.clone(), s.ls.spec()) else { return Vec::new() };
-    let fetch = |table: &str, key: &[livestate_spec::Value]| s.ls.current_row(table, key).ok().flatten();
-    let Ok(ops) = event.row_ops_with(s.ls.spec(), ev.offset, &fetch) else { return Vec::new() };
+    let Ok(event) = Event::decode(ev.event.clone(), s.spec()) else { return Vec::new() };
+    let fetch = |table: &str, key: &[livestate_spec::Value]| s.ls().current_row(table, key).ok().flatten();
+    let Ok(ops) = event.row_ops_with(s.spec(), ev.offset, &fetch) else { return Vec::new() };
     ops.into_iter()
         .filter_map(|op| {
-            let ts = s.ls.spec().table(&op.table)?;
+            let ts = s.spec().table(&op.table)?;
             let key: Map<String, Value> = ts
                 .primary_key
                 .iter()

@@ -47,7 +47,7 @@ pub(crate) async fn read_rows(
     limit: Option<usize>,
     at: At,
 ) -> Result<Rows, ApiError> {
-    let ts = livestate_engine::read::table_spec(s.ls.spec(), table)?;
+    let ts = livestate_engine::read::table_spec(s.spec(), table)?;
     let condition = match condition {
         Some(c) => Some(parse_where(ts, c)?),
         None => None,
@@ -210,10 +210,10 @@ pub(crate) async fn quarantine(
     caller.require(Permission::Read)?;
     let Query(q) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     if let Some(t) = &q.table {
-        livestate_engine::read::table_spec(s.ls.spec(), t)?;
+        livestate_engine::read::table_spec(s.spec(), t)?;
     }
     let limit = q.limit.unwrap_or(100).clamp(1, 10_000);
-    let layout = s.ls.layout().clone();
+    let layout = s.ls().layout().clone();
     let entries = tokio::task::spawn_blocking(move || {
         livestate_engine::quarantine::entries(&layout, q.table.as_deref(), limit).map_err(ApiError::from)
     })
@@ -280,7 +280,7 @@ pub(crate) async fn consistent(
         return Err(ApiError::bad_request(format!("`tables` must name 1 to {MAX_READS} tables")));
     }
     for t in &req.tables {
-        if !livestate_engine::read::table_spec(s.ls.spec(), &t.table)?.derived_here() {
+        if !livestate_engine::read::table_spec(s.spec(), &t.table)?.derived_here() {
             return Err(ApiError::bad_request(format!(
                 "table `{}` is derived_by = \"external\": another engine commits it at its own \
                  checkpoints, not at record offsets, so it cannot be read as of one offset; read it \
@@ -293,7 +293,7 @@ pub(crate) async fn consistent(
     names.sort();
     names.dedup();
     // Everything recorded before this request is in the read (read-your-writes).
-    let barrier = s.barrier(names, s.ls.record().next_offset()).await?;
+    let barrier = s.barrier(names, s.record().next_offset()).await?;
     let mut results = Vec::new();
     for t in &req.tables {
         let snapshot = barrier.snapshots.iter().find(|(n, _)| n == &t.table).and_then(|(_, id)| *id);
@@ -325,10 +325,10 @@ fn consumer_of(caller: &Caller, consumer: Option<&str>) -> Result<String, ApiErr
 }
 
 fn known_trigger(s: &Shared, trigger: &str) -> Result<(), ApiError> {
-    if s.ls.spec().triggers.contains_key(trigger) {
+    if s.spec().triggers.contains_key(trigger) {
         return Ok(());
     }
-    let known = s.ls.spec().triggers.keys().cloned().collect();
+    let known = s.spec().triggers.keys().cloned().collect();
     Err(EngineError::UnknownTrigger { name: trigger.into(), known }.into())
 }
 
@@ -348,10 +348,10 @@ pub(crate) async fn firings(
     let consumer = consumer_of(&caller, param("consumer"))?;
     let limit = param("limit").map(parse_limit).transpose()?.unwrap_or(1000);
     let ack = param("ack") != Some("false");
-    let firings = s.ls.firings().pending(&trigger, &consumer, limit)?;
+    let firings = s.ls().firings().pending(&trigger, &consumer, limit)?;
     if ack {
         if let Some(last) = firings.last() {
-            s.ls.firings().ack(&trigger, &consumer, last.seq)?;
+            s.ls().firings().ack(&trigger, &consumer, last.seq)?;
         }
     }
     Ok(Json(Firings { consumer, firings: firings.into_iter().map(firing).collect() }))
@@ -373,13 +373,13 @@ pub(crate) async fn stream(
     known_trigger(&s, &trigger)?;
     let consumer = consumer_of(&caller, query_param(&params, "consumer"))?;
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, std::convert::Infallible>>(64);
-    let mut stopping = s.stopping.clone();
+    let mut stopping = s.stopping();
     tokio::spawn(async move {
         loop {
             if *stopping.borrow() {
                 return;
             }
-            let batch = match s.ls.firings().pending(&trigger, &consumer, 256) {
+            let batch = match s.ls().firings().pending(&trigger, &consumer, 256) {
                 Ok(b) => b,
                 Err(e) => {
                     let _ = tx.send(Ok(Event::default().event("error").data(e.to_string()))).await;
@@ -392,7 +392,7 @@ pub(crate) async fn stream(
                 // Handed to the connection: acknowledged. A closed connection stops here, and the
                 // firing stays pending for the consumer's next connection.
                 if tx.send(Ok(event)).await.is_err()
-                    || s.ls.firings().ack(&trigger, &consumer, f.seq).is_err()
+                    || s.ls().firings().ack(&trigger, &consumer, f.seq).is_err()
                 {
                     return;
                 }
@@ -437,7 +437,7 @@ pub(crate) async fn metrics(State(s): State<Arc<Shared>>, caller: Caller) -> Res
         "livestate_table_freshness_budget_seconds",
         "How stale the table may be (its freshness budget; for nightly tables, the time allowed right now).",
         "gauge",
-        per_table(&|i| s.ls.spec().table(&i.name).map(|ts| ts.freshness.allowed_lag(now).as_secs_f64())),
+        per_table(&|i| s.spec().table(&i.name).map(|ts| ts.freshness.allowed_lag(now).as_secs_f64())),
     );
     family(
         "livestate_table_lag_seconds",
@@ -532,15 +532,15 @@ pub(crate) async fn metrics(State(s): State<Arc<Shared>>, caller: Caller) -> Res
         "livestate_record_next_offset",
         "The offset the next recorded event gets (events recorded so far).",
         "counter",
-        vec![(String::new(), s.ls.record().next_offset() as f64)],
+        vec![(String::new(), s.record().next_offset() as f64)],
     );
     family(
         "livestate_sql_queries_running",
         "SQL queries admitted and not yet finished (a stopped query counts until its work has ended).",
         "gauge",
-        vec![(String::new(), s.config.sql.running() as f64)],
+        vec![(String::new(), s.config().sql.running() as f64)],
     );
-    let counts = s.store.counts()?;
+    let counts = s.store().counts()?;
     family(
         "livestate_proposals",
         "Proposals by status.",
@@ -561,7 +561,7 @@ pub(crate) async fn schema(
     UrlPath(table): UrlPath<String>,
 ) -> Result<Json<livestate_api::read::TableSchema>, ApiError> {
     caller.require(Permission::Read)?;
-    let ts = livestate_engine::read::table_spec(s.ls.spec(), &table)?;
+    let ts = livestate_engine::read::table_spec(s.spec(), &table)?;
     let columns = ts
         .columns
         .iter()
@@ -628,7 +628,7 @@ pub(crate) async fn sql(
 ) -> Result<Response, ApiError> {
     caller.require(Permission::Read)?;
     let req: SqlRequest = parse_body(&body)?;
-    let queries = &s.config.sql;
+    let queries = &s.config().sql;
     let rows = req.limit.unwrap_or(queries.limits().rows).clamp(1, SQL_MAX_ROWS);
     // Dropping this future (the client went away) aborts the query's work.
     let answer = queries.run(&caller.0.name, &s.reader(), &req.query, rows).await;

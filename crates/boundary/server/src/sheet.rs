@@ -127,7 +127,7 @@ pub(crate) fn lag_at_proposal(
     if offset >= proposed {
         return Ok(Some(0));
     }
-    let record = s.ls.record();
+    let record = s.record();
     let (Some(first), Some(proposal)) = (record.recorded_at_ms(offset)?, record.recorded_at_ms(proposed)?)
     else {
         return Ok(None);
@@ -159,10 +159,10 @@ pub(crate) fn instant(
     }
     let mut at = from;
     while at < to {
-        let batch = s.ls.record().read(at, (to - at).min(2048) as usize)?;
+        let batch = s.record().read(at, (to - at).min(2048) as usize)?;
         let Some(last) = batch.last() else { break };
         for ev in batch.iter().filter(|e| e.offset < to) {
-            if s.ls.spec().mappings_for(&ev.event.event_type).any(|m| m.table == table) {
+            if s.spec().mappings_for(&ev.event.event_type).any(|m| m.table == table) {
                 return Ok(Some(from));
             }
         }
@@ -191,7 +191,7 @@ pub(crate) async fn instant_off_worker(
 /// Milliseconds between the recording of the events at offsets `a` and `b` (`b` > `a`; 0 when
 /// one is not recorded).
 fn recorded_between(s: &Shared, a: u64, b: u64) -> Result<i64, ApiError> {
-    let at = |o: u64| -> Result<Option<i64>, ApiError> { Ok(s.ls.record().recorded_at_ms(o)?) };
+    let at = |o: u64| -> Result<Option<i64>, ApiError> { Ok(s.record().recorded_at_ms(o)?) };
     Ok(match (at(a)?, at(b.saturating_sub(1).max(a))?) {
         (Some(x), Some(y)) => y - x,
         _ => 0,
@@ -223,11 +223,11 @@ pub(crate) async fn sheet(
 /// 404 for an unknown proposal or an undeclared kind; read errors.
 pub(crate) async fn sheet_of(s: &Arc<Shared>, id: &str) -> Result<Sheet, ApiError> {
     let p = s.proposal(id)?;
-    let Some(kind) = declared(s.ls.spec(), &p.kind) else {
+    let Some(kind) = declared(s.spec(), &p.kind) else {
         return Err(ApiError::not_found(format!(
             "proposal `{id}` is of kind `{}`, which the spec does not declare: it has no sheet (declared: {})",
             p.kind,
-            s.ls.spec().decisions.keys().cloned().collect::<Vec<_>>().join(", ")
+            s.spec().decisions.keys().cloned().collect::<Vec<_>>().join(", ")
         )));
     };
     let doc = s.proposal_document(&p)?;
@@ -245,7 +245,7 @@ pub(crate) async fn sheet_of(s: &Arc<Shared>, id: &str) -> Result<Sheet, ApiErro
             ))
         };
         let key = kind.input_key(input, &action).map_err(|_| not_cited())?;
-        let i = citing(s.ls.spec(), &sources, input, &key).ok_or_else(not_cited)?;
+        let i = citing(s.spec(), &sources, input, &key).ok_or_else(not_cited)?;
         let src = &sources[i];
         let tag = src.tag.clone().unwrap_or_default();
         let filters: Vec<(String, String)> =
@@ -412,5 +412,5 @@ pub(crate) fn kind_list(spec: &CompanySpec) -> KindList {
     responses((status = 200, description = "The declared decision kinds: each one's module, action fields, inputs (table, column, key, need), rule and summary template", body = KindList)))]
 pub(crate) async fn kinds(State(s): State<Arc<Shared>>, caller: Caller) -> Result<Json<KindList>, ApiError> {
     caller.require(Permission::Read)?;
-    Ok(Json(kind_list(s.ls.spec())))
+    Ok(Json(kind_list(s.spec())))
 }

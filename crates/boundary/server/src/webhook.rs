@@ -23,7 +23,7 @@ pub(crate) async fn deliver(s: Arc<Shared>, module: String, url: String, mut sto
         if *stop.borrow() {
             return;
         }
-        let item = s.store.delivered(&module).and_then(|after| s.store.outbox(&module, after, 1));
+        let item = s.store().delivered(&module).and_then(|after| s.store().outbox(&module, after, 1));
         let wait = match item {
             Ok(items) if items.is_empty() => POLL,
             Ok(items) => {
@@ -35,7 +35,7 @@ pub(crate) async fn deliver(s: Arc<Shared>, module: String, url: String, mut sto
                     .send()
                     .await;
                 match sent {
-                    Ok(r) if r.status().is_success() => match s.store.set_delivered(&module, item.cursor) {
+                    Ok(r) if r.status().is_success() => match s.store().set_delivered(&module, item.cursor) {
                         Ok(()) => {
                             backoff = FIRST_RETRY;
                             continue;

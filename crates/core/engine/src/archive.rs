@@ -156,7 +156,7 @@ impl Archive {
     /// Starts the task that owns `sink` (positioned where its last commit left off).
     pub fn start(sink: TableSink) -> Archive {
         let position = sink.position();
-        let batch = ArchiveBatch::new(&sink.name(), sink.arrow_schema());
+        let batch = ArchiveBatch::new(sink.name(), sink.arrow_schema());
         let progress = Arc::new(Mutex::new(sink.progress()));
         let (tx, rx) = mpsc::channel(QUEUED_CHUNKS);
         let upkeep = Upkeep::new(&Freshness::Within(COMMIT_INTERVAL * 2), sink.spend().clone());
@@ -308,7 +308,7 @@ async fn run(
                 }
             }
             Msg::Finish(reply) => {
-                upkeep.finish(&sink.name()).await;
+                upkeep.finish(sink.name()).await;
                 let _ = reply.send(());
             }
         }
@@ -348,11 +348,11 @@ async fn commit(
     inline: bool,
     shared: &Shared,
 ) -> Result<bool, EngineError> {
-    upkeep.before_commit(&sink.maintainer()).await;
+    upkeep.before_commit(sink.maintainer()).await;
     let made = sink.commit().await?.is_some();
     if made {
         shared.commits.fetch_add(1, Ordering::AcqRel);
-        upkeep.after_commit(&sink.maintainer(), inline).await;
+        upkeep.after_commit(sink.maintainer(), inline).await;
     }
     Ok(made)
 }

@@ -109,7 +109,7 @@ impl StateSink {
         }
         let made = self.sink.finish_commit().await?.is_some();
         if made {
-            self.upkeep.after_commit(&self.sink.maintainer(), inline).await;
+            self.upkeep.after_commit(self.sink.maintainer(), inline).await;
         }
         Ok(u64::from(made))
     }
@@ -119,7 +119,7 @@ impl StateSink {
     /// collected commit made.
     async fn start_commit(&mut self) -> Result<u64, EngineError> {
         let made = self.collect(true, false).await?;
-        self.upkeep.before_commit(&self.sink.maintainer()).await;
+        self.upkeep.before_commit(self.sink.maintainer()).await;
         self.sink.start_commit().await?;
         Ok(made)
     }
@@ -526,7 +526,7 @@ impl Derivers {
                 // The commit runs on a task of its own; the next step collects it.
                 commits += t.start_commit().await?;
             } else {
-                t.upkeep.when_idle(&t.sink.maintainer()).await;
+                t.upkeep.when_idle(t.sink.maintainer()).await;
             }
         }
         // The archive commits on its own task; a failure there stops derivation here.
@@ -637,7 +637,7 @@ impl Derivers {
             if let Err(e) = t.collect(true, false).await {
                 tracing::warn!(table = %t.sink.name(), error = %e, "the last commit failed");
             }
-            t.upkeep.finish(&t.sink.name()).await;
+            t.upkeep.finish(t.sink.name()).await;
         }
         if let Some(a) = &mut self.archive {
             a.finish().await;

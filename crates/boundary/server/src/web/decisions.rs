@@ -74,7 +74,7 @@ pub(crate) async fn kinds(State(s): State<Arc<Shared>>, headers: HeaderMap) -> R
         Err(r) => return r.into_response(),
     };
     let mut rows = String::new();
-    for k in s.ls.spec().decisions.values() {
+    for k in s.spec().decisions.values() {
         let inputs: Vec<String> = k
             .inputs
             .values()

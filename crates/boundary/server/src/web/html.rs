@@ -108,7 +108,7 @@ pub(crate) fn rows_table(s: &Shared, table: &str, rows: &[serde_json::Map<String
         return r#"<p class="muted">No rows.</p>"#.into();
     };
     let declared: Vec<&String> =
-        s.ls.spec().table(table).map(|t| t.columns.keys().collect()).unwrap_or_default();
+        s.spec().table(table).map(|t| t.columns.keys().collect()).unwrap_or_default();
     let cols: Vec<&String> = if declared.is_empty() { first.keys().collect() } else { declared };
     let mut out = String::from("<table><thead><tr>");
     for c in &cols {

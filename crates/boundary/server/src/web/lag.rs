@@ -50,9 +50,9 @@ pub(crate) async fn sample_lag(s: Arc<Shared>, mut stop: tokio::sync::watch::Rec
         // Receipts only: the lag needs the latest snapshot, not the files and runs `tables` reads.
         let now = chrono::Utc::now().timestamp();
         let reader = s.reader();
-        for name in s.ls.spec().tables.keys() {
+        for name in s.spec().tables.keys() {
             if let Ok(r) = reader.receipt(name, &livestate_engine::At::Latest).await {
-                s.lag_history.record(name, now, r.lag_ms);
+                s.lag_history().record(name, now, r.lag_ms);
             }
         }
         tokio::select! {

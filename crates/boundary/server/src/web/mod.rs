@@ -82,21 +82,21 @@ pub(crate) struct SignIn {
 }
 
 pub(crate) async fn signin(State(s): State<Arc<Shared>>, Form(f): Form<SignIn>) -> Response {
-    if s.sessions.sign_ins_blocked() {
+    if s.sessions().sign_ins_blocked() {
         return (StatusCode::TOO_MANY_REQUESTS, "too many failed sign-ins; wait a minute").into_response();
     }
     let fail = |why: &str| {
-        s.sessions.sign_in_failed();
+        s.sessions().sign_in_failed();
         Redirect::to(&format!("/signin?error={}", urlencode(why))).into_response()
     };
-    let p = match s.principals.authenticate(Some(&f.token)) {
+    let p = match s.principals().authenticate(Some(&f.token)) {
         Ok(p) => p,
         Err(_) => return fail("That token is not valid (unknown or revoked)."),
     };
     if !matches!(p.role, Role::Person { .. }) {
         return fail(&format!("Only people sign in here; that token belongs to {}.", p.name));
     }
-    let id = s.sessions.start(f.token);
+    let id = s.sessions().start(f.token);
     let mut r = Redirect::to("/inbox").into_response();
     r.headers_mut().insert(
         header::SET_COOKIE,
@@ -125,7 +125,7 @@ pub(crate) async fn signout(
         return r.into_response();
     }
     if let Some(id) = cookie_of(&headers) {
-        s.sessions.end(&id);
+        s.sessions().end(&id);
     }
     let mut r = Redirect::to("/signin?msg=Signed%20out.").into_response();
     r.headers_mut().insert(
@@ -136,7 +136,7 @@ pub(crate) async fn signout(
 }
 
 fn inbox_rows(s: &Shared) -> String {
-    let pending = s.store.list(Some("pending"), 200).unwrap_or_default();
+    let pending = s.store().list(Some("pending"), 200).unwrap_or_default();
     if pending.is_empty() {
         return r#"<tr><td colspan="6" class="muted">Nothing waiting for a decision.</td></tr>"#.into();
     }
@@ -168,7 +168,7 @@ pub(crate) async fn inbox(
         Err(r) => return r.into_response(),
     };
     let decided: String = s
-        .store
+        .store()
         .list(None, 50)
         .unwrap_or_default()
         .into_iter()
@@ -214,8 +214,8 @@ pub(crate) async fn inbox_events(State(s): State<Arc<Shared>>, headers: HeaderMa
     if let Err(r) = person(&s, &headers) {
         return r.into_response();
     }
-    let mut followed = s.followed.clone();
-    let mut stopping = s.stopping.clone();
+    let mut followed = s.followed_rx();
+    let mut stopping = s.stopping();
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, std::convert::Infallible>>(8);
     tokio::spawn(async move {
         let mut last = *followed.borrow_and_update();
@@ -481,7 +481,7 @@ pub(crate) async fn tables(State(s): State<Arc<Shared>>, headers: HeaderMap) -> 
         Err(e) => return e.into_response(),
     };
     let now = chrono::Utc::now();
-    let advice = livestate_spec::advice::advise(s.ls.spec());
+    let advice = livestate_spec::advice::advise(s.spec());
     let mut rows = String::new();
     for i in &infos {
         let advised = match advice.iter().find(|a| a.table == i.name) {
@@ -494,7 +494,7 @@ pub(crate) async fn tables(State(s): State<Arc<Shared>>, headers: HeaderMap) -> 
             },
         };
         let budget_ms =
-            s.ls.spec().table(&i.name).map_or(0, |t| t.freshness.allowed_lag(now).as_millis() as u64);
+            s.spec().table(&i.name).map_or(0, |t| t.freshness.allowed_lag(now).as_millis() as u64);
         let over = i.receipt.within_budget == Some(false);
         let files: usize = i.health.buckets.iter().map(|b| b.files).sum();
         let runs = i.health.buckets.iter().map(|b| b.sorted_runs).max().unwrap_or(0);
@@ -505,7 +505,7 @@ pub(crate) async fn tables(State(s): State<Arc<Shared>>, headers: HeaderMap) -> 
             name = esc(&i.name),
             budget = esc(&i.receipt.budget),
             lag = i.receipt.lag_ms.map_or("-".into(), livestate_engine::read::format_lag),
-            plot = sparkline(&s.lag_history.of(&i.name), budget_ms),
+            plot = sparkline(&s.lag_history().of(&i.name), budget_ms),
             snap = i.receipt.snapshot_id.map_or("-".into(), |v| v.to_string()),
             offset = i.receipt.offset.map_or("external".into(), |o| o.to_string()),
             tags = i.health.tags.len(),

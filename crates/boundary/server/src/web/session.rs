@@ -103,7 +103,7 @@ pub(crate) fn person(s: &Shared, headers: &HeaderMap) -> Result<(Caller, String)
     let to_signin = || Refused::SignIn;
     let id = cookie_of(headers).ok_or_else(to_signin)?;
     let (token, csrf) = {
-        let mut map = s.sessions.map.lock().expect("sessions");
+        let mut map = s.sessions().map.lock().expect("sessions");
         match map.get(&id) {
             Some(sess) if sess.started.elapsed() < SESSION_TTL => (sess.token.clone(), sess.csrf.clone()),
             Some(_) => {
@@ -113,10 +113,10 @@ pub(crate) fn person(s: &Shared, headers: &HeaderMap) -> Result<(Caller, String)
             None => return Err(to_signin()),
         }
     };
-    match s.principals.authenticate(Some(&token)) {
+    match s.principals().authenticate(Some(&token)) {
         Ok(p) => Ok((Caller(p), csrf)),
         Err(_) => {
-            s.sessions.map.lock().expect("sessions").remove(&id);
+            s.sessions().map.lock().expect("sessions").remove(&id);
             Err(to_signin())
         }
     }
