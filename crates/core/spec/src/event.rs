@@ -442,9 +442,7 @@ impl Event {
         offset: u64,
         fetch: &Fetch<'_>,
     ) -> Vec<Result<RowOp, (String, EventError)>> {
-        spec.derived_mappings_for(&self.event_type)
-            .filter_map(|m| m.program.run(self, offset, fetch).map_err(|e| (m.table.clone(), e)).transpose())
-            .collect()
+        self.each_mapping(spec, |m| m.program.run(self, offset, fetch))
     }
 
     /// As [`Event::row_ops_each`], evaluating every mapping's expressions by name instead of
@@ -457,10 +455,19 @@ impl Event {
         offset: u64,
         fetch: &Fetch<'_>,
     ) -> Vec<Result<RowOp, (String, EventError)>> {
+        self.each_mapping(spec, |m| self.apply_by_name(spec, m, offset, fetch))
+    }
+
+    /// `run` over every mapping of this event's type into a table livestate derives, in spec
+    /// order: each one's row operation, none where its `when` does not hold, or its table and
+    /// error.
+    fn each_mapping(
+        &self,
+        spec: &CompanySpec,
+        run: impl Fn(&Mapping) -> Result<Option<RowOp>, EventError>,
+    ) -> Vec<Result<RowOp, (String, EventError)>> {
         spec.derived_mappings_for(&self.event_type)
-            .filter_map(|m| {
-                self.apply_by_name(spec, m, offset, fetch).map_err(|e| (m.table.clone(), e)).transpose()
-            })
+            .filter_map(|m| run(m).map_err(|e| (m.table.clone(), e)).transpose())
             .collect()
     }
 
