@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use livestate_bench::workdir::WorkDirArgs;
+use livestate_bench::workload::WorkloadArgs;
 use livestate_bench::{ab, engine, parts, run, soak};
 
 /// The allocator `livestate` itself uses, so livestate's steps here run as they do there.
@@ -81,15 +82,8 @@ enum Step {
         /// Runs of each build
         #[arg(long, default_value_t = 3)]
         rounds: usize,
-        /// Events in the workload
-        #[arg(long, default_value_t = 1_000_000)]
-        events: u64,
-        /// Distinct item-locations (stock rows)
-        #[arg(long, default_value_t = 100_000)]
-        item_locations: usize,
-        /// Workload seed
-        #[arg(long, default_value_t = 42)]
-        seed: u64,
+        #[command(flatten)]
+        workload: WorkloadArgs,
         #[command(flatten)]
         work_dir: WorkDirArgs,
         /// Also write every run as JSON here
@@ -99,15 +93,8 @@ enum Step {
     /// Time the ingest's per-event parts (parse, mappings, the record's text) each alone on one
     /// core, in microseconds of CPU per event, beside the columnar design's budget
     Parts {
-        /// Events in the workload
-        #[arg(long, default_value_t = 1_000_000)]
-        events: u64,
-        /// Distinct item-locations (stock rows)
-        #[arg(long, default_value_t = 100_000)]
-        item_locations: usize,
-        /// Workload seed
-        #[arg(long, default_value_t = 42)]
-        seed: u64,
+        #[command(flatten)]
+        workload: WorkloadArgs,
         /// Rounds of each part
         #[arg(long, default_value_t = 5)]
         rounds: usize,
@@ -239,7 +226,8 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
         Some(Step::Steady { dir, item_locations, seed, commits, lookups }) => {
             json(&engine::steady(&dir, item_locations, seed, commits, EVENTS_PER_COMMIT, lookups).await?)
         }
-        Some(Step::Ab { base, new, batch, rounds, events, item_locations, seed, work_dir, json }) => {
+        Some(Step::Ab { base, new, batch, rounds, workload, work_dir, json }) => {
+            let WorkloadArgs { events, item_locations, seed } = workload;
             let new = match new {
                 Some(n) => n,
                 None => std::env::current_exe().map_err(|source| livestate_bench::BenchError::Io {
@@ -256,7 +244,12 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
             }
             Ok(())
         }
-        Some(Step::Parts { events, item_locations, seed, rounds, batch, json }) => {
+        Some(Step::Parts {
+            workload: WorkloadArgs { events, item_locations, seed },
+            rounds,
+            batch,
+            json,
+        }) => {
             let results = parts::run(&parts::Options { events, item_locations, seed, rounds, batch })?;
             println!("{}", results.markdown());
             if let Some(path) = json {

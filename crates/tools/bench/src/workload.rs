@@ -175,6 +175,20 @@ impl Generator {
     }
 }
 
+/// The workload a command runs on, as the command line gives it (the A/B and the parts).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct WorkloadArgs {
+    /// Events in the workload
+    #[arg(long, default_value_t = 1_000_000)]
+    pub events: u64,
+    /// Distinct item-locations (stock rows)
+    #[arg(long, default_value_t = 100_000)]
+    pub item_locations: usize,
+    /// Workload seed
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
