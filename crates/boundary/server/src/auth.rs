@@ -390,6 +390,29 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The answers to a caller the API does not let through.
+impl crate::error::ApiError {
+    /// 403 naming the permission `who` lacks.
+    pub fn forbidden(who: &Principal, missing: &Permission) -> crate::error::ApiError {
+        crate::error::ApiError::new(
+            livestate_api::ErrorCode::Forbidden,
+            format!("{} may not do this: it lacks permission `{missing}`", who.name),
+        )
+    }
+
+    /// 401 saying why the request's token was not accepted.
+    pub fn unauthenticated(why: &Unauthenticated) -> crate::error::ApiError {
+        let message = match why {
+            Unauthenticated::Missing => "no token: send `Authorization: Bearer <token>`".to_string(),
+            Unauthenticated::Unknown => "the token is not valid (unknown or revoked)".to_string(),
+            Unauthenticated::Broken(e) => {
+                format!("no token is accepted until the principals file is fixed: {e}")
+            }
+        };
+        crate::error::ApiError::new(livestate_api::ErrorCode::Unauthenticated, message)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,6 @@ use axum::Json;
 use livestate_api::{ErrorBody, ErrorCode, ErrorKind};
 use livestate_engine::EngineError;
 
-use crate::auth::{Permission, Principal, Unauthenticated};
 use crate::store::StoreError;
 
 /// Why the server could not run.
@@ -78,25 +77,6 @@ impl ApiError {
 
     pub fn internal(message: impl std::fmt::Display) -> ApiError {
         ApiError::new(ErrorCode::Internal, message.to_string())
-    }
-
-    /// 403 naming the permission `who` lacks.
-    pub fn forbidden(who: &Principal, missing: &Permission) -> ApiError {
-        ApiError::new(
-            ErrorCode::Forbidden,
-            format!("{} may not do this: it lacks permission `{missing}`", who.name),
-        )
-    }
-
-    pub fn unauthenticated(why: &Unauthenticated) -> ApiError {
-        let message = match why {
-            Unauthenticated::Missing => "no token: send `Authorization: Bearer <token>`".to_string(),
-            Unauthenticated::Unknown => "the token is not valid (unknown or revoked)".to_string(),
-            Unauthenticated::Broken(e) => {
-                format!("no token is accepted until the principals file is fixed: {e}")
-            }
-        };
-        ApiError::new(ErrorCode::Unauthenticated, message)
     }
 
     /// The answer for a status that a layer below the handlers chose (the framework's own
