@@ -21,6 +21,7 @@ use crate::process::{answer, children_cpu_seconds};
 use crate::run::{step_command, write_events, write_spec};
 use crate::stats::median;
 use crate::workdir::{WorkDir, WorkDirArgs};
+use crate::workload::WorkloadArgs;
 
 /// What to compare.
 #[derive(Debug, Clone)]
@@ -32,9 +33,7 @@ pub struct Options {
     pub batch: usize,
     /// Runs of each build.
     pub rounds: usize,
-    pub events: u64,
-    pub item_locations: usize,
-    pub seed: u64,
+    pub workload: WorkloadArgs,
     pub work_dir: WorkDirArgs,
 }
 
@@ -134,7 +133,7 @@ impl Ab {
 /// A caller's fault (no rounds, a build that is not a file); a run that fails, with its output's
 /// last lines.
 pub fn run(o: &Options) -> Result<Ab> {
-    if o.rounds == 0 || o.batch == 0 || o.events == 0 {
+    if o.rounds == 0 || o.batch == 0 || o.workload.events == 0 {
         return Err(BenchError::Usage(
             "ab needs at least one round, one event and one event per append".into(),
         ));
@@ -149,7 +148,7 @@ pub fn run(o: &Options) -> Result<Ab> {
 }
 
 fn run_in(o: &Options, work: &Path) -> Result<Ab> {
-    let events = write_events(work, o.seed, o.events, o.item_locations)?;
+    let events = write_events(work, o.workload.seed, o.workload.events, o.workload.item_locations)?;
     let spec = write_spec(work)?;
     let dir = work.join("livestate");
     let mut runs = Vec::with_capacity(2 * o.rounds);
@@ -177,5 +176,5 @@ fn run_in(o: &Options, work: &Path) -> Result<Ab> {
             runs.push(Run { build, round, ingest, cpu_seconds, peak_pss_mib });
         }
     }
-    Ok(Ab { base: o.base.clone(), new: o.new.clone(), batch: o.batch, events: o.events, runs })
+    Ok(Ab { base: o.base.clone(), new: o.new.clone(), batch: o.batch, events: o.workload.events, runs })
 }

@@ -227,7 +227,6 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
             json(&engine::steady(&dir, item_locations, seed, commits, EVENTS_PER_COMMIT, lookups).await?)
         }
         Some(Step::Ab { base, new, batch, rounds, workload, work_dir, json }) => {
-            let WorkloadArgs { events, item_locations, seed } = workload;
             let new = match new {
                 Some(n) => n,
                 None => std::env::current_exe().map_err(|source| livestate_bench::BenchError::Io {
@@ -236,7 +235,7 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
                     source,
                 })?,
             };
-            let o = ab::Options { base, new, batch, rounds, events, item_locations, seed, work_dir };
+            let o = ab::Options { base, new, batch, rounds, workload, work_dir };
             let results = ab::run(&o)?;
             println!("{}", results.markdown());
             if let Some(path) = json {
@@ -244,13 +243,8 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
             }
             Ok(())
         }
-        Some(Step::Parts {
-            workload: WorkloadArgs { events, item_locations, seed },
-            rounds,
-            batch,
-            json,
-        }) => {
-            let results = parts::run(&parts::Options { events, item_locations, seed, rounds, batch })?;
+        Some(Step::Parts { workload, rounds, batch, json }) => {
+            let results = parts::run(&parts::Options { workload, rounds, batch })?;
             println!("{}", results.markdown());
             if let Some(path) = json {
                 write_json(&path, &results)?;

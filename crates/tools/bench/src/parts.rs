@@ -23,14 +23,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{BenchError, Result};
 use crate::stats::median;
-use crate::workload::Generator;
+use crate::workdir::{WorkDir, WorkDirArgs};
+use crate::workload::{Generator, WorkloadArgs};
 
 /// What to measure over.
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
-    pub events: u64,
-    pub item_locations: usize,
-    pub seed: u64,
+    pub workload: WorkloadArgs,
     pub rounds: usize,
     /// Events per append.
     pub batch: usize,
@@ -102,7 +101,6 @@ fn rounds(n: usize, events: u64, mut f: impl FnMut(usize) -> Result<()>) -> Resu
 
 /// Appends `events` to a fresh record in `dir` in batches of `batch`, then removes it.
 fn append_all(dir: &std::path::Path, events: &[Event], batch: usize) -> Result<()> {
-    let _ = std::fs::remove_dir_all(dir);
     let record = livestate_record::Record::open(dir)
         .map_err(|e| BenchError::peer("parts", format!("open a record in {}: {e}", dir.display())))?;
     for chunk in events.chunks(batch.max(1)) {
@@ -134,12 +132,12 @@ pub fn spec() -> Result<CompanySpec> {
 /// # Errors
 /// An event of the workload that the spec refuses (a harness bug), or no rounds asked for.
 pub fn run(o: &Options) -> Result<Parts> {
-    if o.rounds == 0 || o.events == 0 {
+    if o.rounds == 0 || o.workload.events == 0 {
         return Err(BenchError::Usage("parts needs at least one round and one event".into()));
     }
     let spec = spec()?;
-    let mut g = Generator::new(o.seed, o.item_locations, "e");
-    let lines: Vec<String> = (0..o.events).map(|_| g.next_event().to_string()).collect();
+    let mut g = Generator::new(o.workload.seed, o.workload.item_locations, "e");
+    let lines: Vec<String> = (0..o.workload.events).map(|_| g.next_event().to_string()).collect();
     let parse_lines = |lines: &[String]| -> Result<Vec<Event>> {
         lines
             .iter()
@@ -147,7 +145,7 @@ pub fn run(o: &Options) -> Result<Parts> {
             .collect()
     };
     let events = parse_lines(&lines)?;
-    let n = o.events;
+    let n = o.workload.events;
     // A batch at a time, each dropped before the next, as `emit` holds them.
     let parse = rounds(o.rounds, n, |_| {
         for chunk in lines.chunks(o.batch.max(1)) {
@@ -167,9 +165,9 @@ pub fn run(o: &Options) -> Result<Parts> {
         }
         Ok(())
     })?;
-    let work = std::env::temp_dir().join(format!("livestate-bench-parts-{}", std::process::id()));
-    let append = rounds(o.rounds, n, |round| append_all(&work.join(round.to_string()), &events, o.batch))?;
-    let _ = std::fs::remove_dir_all(&work);
+    let work = WorkDir::create(&WorkDirArgs::default(), "livestate-bench-parts")?;
+    let append =
+        rounds(o.rounds, n, |round| append_all(&work.path().join(round.to_string()), &events, o.batch))?;
     Ok(Parts {
         events: n,
         parts: vec![
