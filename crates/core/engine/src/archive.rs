@@ -77,8 +77,8 @@ impl ArchiveBatch {
     }
 
     /// Adds the archive row of `event`, recorded at `offset` at `recorded_at_ms` with `data`
-    /// the JSON text of its recorded `data` object: the row `schema::archive_row` makes of the
-    /// recorded event.
+    /// the JSON text of its recorded `data` object: the row of [`crate::schema::ARCHIVE_COLUMNS`] the
+    /// recorded event has.
     pub fn push(&mut self, offset: u64, recorded_at_ms: i64, event: &Event, data: &str) {
         self.oldest_recorded_ms.get_or_insert(recorded_at_ms);
         self.offset.append_value(offset as i64);
@@ -362,6 +362,28 @@ mod tests {
     use super::*;
     use crate::testing::example_company;
     use livestate_record::RecordedEvent;
+    use livestate_spec::types::{format_timestamp, millis_to_timestamp, parse_timestamp};
+    use livestate_spec::Value;
+
+    /// The archive row of a recorded event, one value per column, made from the stored entry:
+    /// the oracle the Arrow columns are compared with.
+    fn archive_row(ev: &RecordedEvent) -> Vec<Value> {
+        let e = &ev.event;
+        let recorded = millis_to_timestamp(ev.recorded_at_ms);
+        let mut day = format_timestamp(&recorded);
+        day.truncate(10);
+        vec![
+            Value::Int(ev.offset as i64),
+            Value::String(e.id.clone()),
+            Value::String(e.event_type.clone()),
+            Value::String(e.event_type.split('.').next().unwrap_or_default().to_string()),
+            parse_timestamp(&e.occurred_at).map_or(Value::Null, Value::Timestamp),
+            Value::Timestamp(recorded),
+            e.causation.clone().map_or(Value::Null, Value::String),
+            Value::String(serde_json::to_string(&e.data).expect("serialising JSON into memory cannot fail")),
+            Value::String(day),
+        ]
+    }
 
     /// Events of three types, one with a causation, recorded across a day boundary (and at
     /// the epoch's first day), each archived by the Arrow columns and by the row of values.
@@ -393,7 +415,7 @@ mod tests {
             let stored = event.stored_envelope();
             let recorded = RecordedEvent { offset: offset as u64, recorded_at_ms, event: event.envelope() };
             batch.push(offset as u64, recorded_at_ms, &event, stored.data.as_str());
-            expected.push((paimon::spec::RowKind::Insert, crate::schema::archive_row(&recorded)));
+            expected.push((paimon::spec::RowKind::Insert, archive_row(&recorded)));
         }
         let (got, oldest) = batch.take().unwrap().expect("rows were added");
         assert_eq!(oldest, 1_772_409_599_999, "the first event's recording time");

@@ -1,12 +1,6 @@
 //! Paimon schemas for state tables and the record archive.
 
-#[cfg(test)]
-use livestate_record::RecordedEvent;
 use livestate_spec::options::THIN_MODE_OPTION;
-#[cfg(test)]
-use livestate_spec::types::{format_timestamp, millis_to_timestamp, parse_timestamp};
-#[cfg(test)]
-use livestate_spec::Value;
 use livestate_spec::{MergeEngine, TableSpec, ValueType};
 use paimon::spec::{
     BigIntType, BooleanType, DataType, DecimalType, Schema, Snapshot, TimestampType, VarCharType,
@@ -137,44 +131,6 @@ pub fn archive_schema() -> paimon::Result<Schema> {
     b.partition_keys(["day"])
         .comment(Some("Every event livestate recorded, in offset order (append-only).".into()))
         .build()
-}
-
-/// The archive row of a recorded event, one value per column: the oracle the derivers' Arrow
-/// columns ([`crate::archive::ArchiveBatch`]) are tested against.
-#[cfg(test)]
-pub(crate) fn archive_row(ev: &RecordedEvent) -> Vec<Value> {
-    let e = &ev.event;
-    let occurred = parse_timestamp(&e.occurred_at).map_or(Value::Null, Value::Timestamp);
-    let data = serde_json::to_string(&e.data).expect("serialising JSON into memory cannot fail");
-    archive_row_of(ev.offset, &e.id, &e.event_type, occurred, ev.recorded_at_ms, e.causation.as_deref(), data)
-}
-
-/// The archive row of the event at `offset` from its parts; `data` is the JSON text of the
-/// recorded event's `data` object.
-#[cfg(test)]
-fn archive_row_of(
-    offset: u64,
-    id: &str,
-    event_type: &str,
-    occurred: Value,
-    recorded_at_ms: i64,
-    causation: Option<&str>,
-    data: String,
-) -> Vec<Value> {
-    let recorded = millis_to_timestamp(recorded_at_ms);
-    let mut day = format_timestamp(&recorded);
-    day.truncate(10);
-    vec![
-        Value::Int(offset as i64),
-        Value::String(id.to_string()),
-        Value::String(event_type.to_string()),
-        Value::String(event_type.split('.').next().unwrap_or_default().to_string()),
-        occurred,
-        Value::Timestamp(recorded),
-        causation.map_or(Value::Null, |c| Value::String(c.to_string())),
-        Value::String(data),
-        Value::String(day),
-    ]
 }
 
 /// The latest snapshot written by livestate (its deriver or its compaction, which carries the

@@ -149,8 +149,6 @@ pub(crate) struct TableSink {
     schema: Arc<ArrowSchema>,
     /// The archive's rows not yet handed to the writer.
     pending: Vec<RecordBatch>,
-    /// Rows in `pending`.
-    pending_rows: usize,
     /// Next record offset to apply. Only moves forward ([`TableSink::advance_to`]), and
     /// is never below `committed`.
     position: u64,
@@ -303,7 +301,6 @@ impl TableSink {
             running: None,
             schema,
             pending: Vec::new(),
-            pending_rows: 0,
             position: committed,
             committed,
             snapshot_id,
@@ -385,9 +382,8 @@ impl TableSink {
         debug_assert!(self.tracking.is_none(), "batches go to the archive");
         self.oldest_uncommitted_ms.get_or_insert(oldest_recorded_ms);
         self.window_opened.get_or_insert_with(Instant::now);
-        self.pending_rows += batch.num_rows();
         self.pending.push(batch);
-        if self.pending_rows >= WRITE_BATCH_ROWS {
+        if self.pending.iter().map(RecordBatch::num_rows).sum::<usize>() >= WRITE_BATCH_ROWS {
             self.flush().await?;
         }
         Ok(())
@@ -421,7 +417,6 @@ impl TableSink {
         let batch = arrow_select::concat::concat_batches(&self.schema, &self.pending)
             .map_err(|source| EngineError::Arrow { table: self.name.clone(), source })?;
         self.pending.clear();
-        self.pending_rows = 0;
         let w = self.writer.as_mut().expect("the archive commits in place");
         let Files::Crate(write) = &mut w.files else { unreachable!("the archive writes through the crate") };
         if let Err(e) = write.write_arrow_batch(&batch).await {
