@@ -295,6 +295,14 @@ mod tests {
             .collect()
     }
 
+    /// The spec accepts the names of `ENVELOPE_NAMES`; each must compile to a slot.
+    #[test]
+    fn every_envelope_name_the_spec_accepts_has_a_slot() {
+        for (name, _) in crate::company::ENVELOPE_NAMES {
+            assert!(envelope_slot(name).is_some(), "{name}");
+        }
+    }
+
     #[test]
     fn the_example_companys_programs_answer_as_its_expressions_with_and_without_a_joined_row() {
         let spec = example();
