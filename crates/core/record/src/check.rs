@@ -42,6 +42,9 @@ pub fn check_record(dir: &Path) -> RecordCheck {
         Err(e) => {
             // A damaged-store error repeats the file problems found above; say it only opened badly.
             out.problems.push(match e {
+                RecordError::DamagedSegment { file, position, reason } => {
+                    format!("{}: at byte {position}: {reason}; the record does not open", file.display())
+                }
                 RecordError::Damaged { error, .. } => {
                     format!("{}: the record does not open: {}", dir.display(), describe(&error))
                 }
@@ -92,6 +95,26 @@ impl Record {
                 }
                 Err(e) => problems.push(format!("{}: {e}", at("events"))),
             }
+        }
+        if complete && expected != inner.segments_from {
+            problems.push(format!(
+                "{}: the events end at offset {expected}, but segments begin at {}",
+                at("events"),
+                inner.segments_from
+            ));
+            expected = inner.segments_from;
+        }
+        if complete {
+            complete =
+                crate::segment::check(&inner.segments, &mut expected, &mut problems, &mut |offset, bytes| {
+                    match crate::RecordedEvent::decode(offset, bytes) {
+                        Ok(ev) => {
+                            ids_of_events.insert(ev.event.id, offset);
+                            None
+                        }
+                        Err(e) => Some(e.to_string()),
+                    }
+                });
         }
         if !complete {
             // The id index is checked against complete events only.

@@ -33,28 +33,35 @@ impl RecordedEvent {
     /// `docs/formats/record.md` (fields in this order, `causation` only when set, `data` as
     /// the event carries its text).
     pub(crate) fn encode(ev: &EventEnvelope<DataJson>, recorded_at_ms: i64) -> Vec<u8> {
+        let mut out = Vec::new();
+        Self::encode_into(ev, recorded_at_ms, &mut out);
+        out
+    }
+
+    /// The stored bytes of `ev` (as `encode` returns them), appended to `out`.
+    pub(crate) fn encode_into(ev: &EventEnvelope<DataJson>, recorded_at_ms: i64, out: &mut Vec<u8>) {
         let data = ev.data.as_str();
-        let mut out = Vec::with_capacity(96 + ev.id.len() + ev.event_type.len() + data.len());
+        out.reserve(96 + ev.id.len() + ev.event_type.len() + data.len());
         out.push(ENTRY_VERSION);
         let text = |out: &mut Vec<u8>, s: &str| {
             serde_json::to_writer(&mut *out, s).expect("serialising JSON into memory cannot fail")
         };
         out.extend_from_slice(b"{\"id\":");
-        text(&mut out, &ev.id);
+        text(out, &ev.id);
         out.extend_from_slice(b",\"type\":");
-        text(&mut out, &ev.event_type);
+        text(out, &ev.event_type);
         out.extend_from_slice(b",\"occurred_at\":");
-        text(&mut out, &ev.occurred_at);
+        text(out, &ev.occurred_at);
         out.extend_from_slice(b",\"recorded_at_ms\":");
-        out.extend_from_slice(recorded_at_ms.to_string().as_bytes());
+        std::io::Write::write_fmt(out, format_args!("{recorded_at_ms}"))
+            .expect("writing into memory cannot fail");
         if let Some(c) = &ev.causation {
             out.extend_from_slice(b",\"causation\":");
-            text(&mut out, c);
+            text(out, c);
         }
         out.extend_from_slice(b",\"data\":");
         out.extend_from_slice(data.as_bytes());
         out.push(b'}');
-        out
     }
 
     /// When the entry `bytes` (at `offset`) was recorded, read without decoding the rest: a

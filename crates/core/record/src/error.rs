@@ -34,6 +34,13 @@ pub enum RecordError {
         files: Vec<FileProblem>,
         error: fjall::Error,
     },
+    /// Reading or writing a segment file (or its directory) failed.
+    #[error("record segment {}: {error}", .file.display())]
+    SegmentIo { file: PathBuf, error: std::io::Error },
+    /// A segment file (or the record's `format` file) failed a check: a frame cut short, a
+    /// CRC-32C that does not match, a group without its end below what was acknowledged.
+    #[error("the record is damaged: {} at byte {position}: {reason}", .file.display())]
+    DamagedSegment { file: PathBuf, position: u64, reason: String },
     /// A stored entry could not be decoded: the record is damaged or was written by a newer version.
     #[error("record entry at offset {offset} is unreadable: {reason}")]
     Corrupt { offset: u64, reason: String },
@@ -73,9 +80,11 @@ impl RecordError {
         match self {
             RecordError::IdConflict { .. } => ErrorKind::Conflict,
             RecordError::WriteFailed { .. } | RecordError::Poisoned { .. } => ErrorKind::Unavailable,
-            RecordError::Store { .. } | RecordError::Damaged { .. } | RecordError::Corrupt { .. } => {
-                ErrorKind::Internal
-            }
+            RecordError::Store { .. }
+            | RecordError::Damaged { .. }
+            | RecordError::SegmentIo { .. }
+            | RecordError::DamagedSegment { .. }
+            | RecordError::Corrupt { .. } => ErrorKind::Internal,
         }
     }
 
@@ -147,12 +156,28 @@ pub(crate) fn is_damage(e: &fjall::Error) -> bool {
     }
 }
 
+/// A failed write in words, and whether the disk or the quota is full.
+pub(crate) fn write_failure(e: &RecordError) -> (String, bool) {
+    match e {
+        RecordError::Store { error, .. } | RecordError::Damaged { error, .. } => {
+            (describe(error), is_out_of_space(error))
+        }
+        RecordError::SegmentIo { file, error } => {
+            (format!("{}: {error}", file.display()), io_out_of_space(error))
+        }
+        other => (other.to_string(), false),
+    }
+}
+
 /// Whether an I/O error says the disk or the quota is full.
 pub(crate) fn is_out_of_space(e: &fjall::Error) -> bool {
-    let io = match e {
-        fjall::Error::Io(io) | fjall::Error::Storage(fjall::LsmError::Io(io)) => io,
-        _ => return false,
-    };
+    match e {
+        fjall::Error::Io(io) | fjall::Error::Storage(fjall::LsmError::Io(io)) => io_out_of_space(io),
+        _ => false,
+    }
+}
+
+fn io_out_of_space(io: &std::io::Error) -> bool {
     io.kind() == std::io::ErrorKind::StorageFull
         || io.kind() == std::io::ErrorKind::QuotaExceeded
         || matches!(io.raw_os_error(), Some(28 | 122))

@@ -32,6 +32,7 @@ mod error;
 pub mod fuzzing;
 pub mod memory;
 mod record;
+mod segment;
 mod store_check;
 
 pub use check::{check_record, RecordCheck};

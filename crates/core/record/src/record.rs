@@ -10,8 +10,9 @@ use fjall::{Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistM
 use livestate_spec::{DataJson, EventEnvelope};
 
 use crate::entry::RecordedEvent;
-use crate::error::{describe, is_out_of_space, RecordError};
+use crate::error::{write_failure, RecordError};
 use crate::memory::StoreMemory;
+use crate::segment::{self, Segments};
 use crate::store_check::{read_error, store_error};
 
 /// The outcome of appending one event.
@@ -44,8 +45,14 @@ pub struct Record {
 pub(crate) struct Inner {
     pub(crate) path: PathBuf,
     db: Database,
+    /// The events below `segments_from`, of a record written before segments (version 1).
     pub(crate) events: Keyspace,
     pub(crate) ids: Keyspace,
+    /// The record's own values: [`IDS_THROUGH`].
+    meta: Keyspace,
+    /// Where the events from `segments_from` on are.
+    pub(crate) segments: Segments,
+    pub(crate) segments_from: u64,
     state: Mutex<State>,
     done: Condvar,
 }
@@ -99,6 +106,9 @@ pub(crate) fn events_pinning() -> PinningPolicy {
     PinningPolicy::all(false)
 }
 
+/// The key in `meta` of the offset below which every event's id is in `ids`.
+const IDS_THROUGH: &[u8] = b"ids_through";
+
 fn offset_key(offset: u64) -> [u8; 8] {
     offset.to_be_bytes()
 }
@@ -114,6 +124,16 @@ impl Record {
     /// [`RecordError::Store`] when the store cannot be opened or recovered;
     /// [`RecordError::Damaged`] (naming the damaged files it finds) when stored bytes fail a check.
     pub fn open(path: &Path) -> Result<Record, RecordError> {
+        Record::open_sealing_at(path, segment::SEGMENT_BYTES)
+    }
+
+    /// [`Record::open`] with segments sealed at `segment_bytes` instead of 64 MiB, for tests of
+    /// reads across segments.
+    ///
+    /// # Errors
+    /// As [`Record::open`].
+    #[doc(hidden)]
+    pub fn open_sealing_at(path: &Path, segment_bytes: u64) -> Result<Record, RecordError> {
         let db = crate::memory::database(path, crate::memory::RECORD_CACHE_BYTES)
             .open()
             .map_err(store_error(path))?;
@@ -132,24 +152,70 @@ impl Record {
         let ids = db
             .keyspace("ids", || options().filter_block_partitioning_policy(ids_filter_partitioning()))
             .map_err(store_error(path))?;
-        let (next_offset, last_recorded_ms) = match events.last_key_value() {
-            None => (0, 0),
+        let meta = db.keyspace("meta", KeyspaceCreateOptions::default).map_err(store_error(path))?;
+        let legacy_end = match events.last_key_value() {
+            None => 0,
             Some(kv) => {
-                let (k, v) = kv.into_inner().map_err(read_error(path, "events"))?;
-                let offset = decode_offset(&k).ok_or_else(|| RecordError::Corrupt {
+                let (k, _) = kv.into_inner().map_err(read_error(path, "events"))?;
+                decode_offset(&k).ok_or_else(|| RecordError::Corrupt {
                     offset: 0,
                     reason: "last key is not an offset".into(),
-                })?;
-                let ev = RecordedEvent::decode(offset, &v)?;
-                (offset + 1, ev.recorded_at_ms)
+                })? + 1
             }
         };
-        Ok(Record {
+        let segments_from = match segment::read_format(path)? {
+            Some(from) => from,
+            None => {
+                // A new record, or one of version 1 (every event in `events`): new events go
+                // to segments from here on.
+                segment::write_format(path, legacy_end)?;
+                legacy_end
+            }
+        };
+        let ids_through = match meta.get(IDS_THROUGH).map_err(read_error(path, "meta"))? {
+            Some(v) => decode_offset(&v).ok_or_else(|| RecordError::Corrupt {
+                offset: segments_from,
+                reason: "the stored `ids_through` is not an offset".into(),
+            })?,
+            // Version 1 stored every id in the batch of its event.
+            None => segments_from,
+        };
+        let opened = Segments::open(&path.join("segments"), segments_from, ids_through, segment_bytes)?;
+        let next_offset = opened.next_offset;
+        if next_offset < ids_through {
+            // A segment cut between two groups reads whole; the ids say what was acknowledged.
+            return Err(RecordError::DamagedSegment {
+                file: path.join("segments"),
+                position: 0,
+                reason: format!(
+                    "the segments end at offset {next_offset}, but events through offset {} were acknowledged",
+                    ids_through - 1
+                ),
+            });
+        }
+        let last_recorded_ms = match &opened.last {
+            Some(bytes) => RecordedEvent::decode_recorded_at(next_offset - 1, bytes)?,
+            None if next_offset == 0 => 0,
+            None => {
+                let v = events
+                    .get(offset_key(next_offset - 1))
+                    .map_err(read_error(path, "events"))?
+                    .ok_or_else(|| RecordError::Corrupt {
+                        offset: next_offset - 1,
+                        reason: "the last event is missing".into(),
+                    })?;
+                RecordedEvent::decode_recorded_at(next_offset - 1, &v)?
+            }
+        };
+        Record {
             inner: Arc::new(Inner {
                 path: path.to_path_buf(),
                 db,
                 events,
                 ids,
+                meta,
+                segments: opened.segments,
+                segments_from,
                 state: Mutex::new(State {
                     next_offset,
                     last_recorded_ms,
@@ -162,7 +228,34 @@ impl Record {
                 }),
                 done: Condvar::new(),
             }),
-        })
+        }
+        .with_ids_through(ids_through)
+    }
+
+    /// Stores the ids of the events from `ids_through` to the head, which a crash between a
+    /// group's fsync and its ids' batch left out, before any append checks an id.
+    fn with_ids_through(self, ids_through: u64) -> Result<Record, RecordError> {
+        let inner = &*self.inner;
+        let head = self.next_offset();
+        if ids_through >= head {
+            return Ok(self);
+        }
+        let mut batch = inner.db.batch().durability(Some(PersistMode::SyncAll));
+        inner.segments.for_each(ids_through, head, |offset, bytes| {
+            let ev = RecordedEvent::decode(offset, bytes)?;
+            batch.insert(&inner.ids, ev.event.id.as_bytes(), offset_key(offset));
+            Ok(true)
+        })?;
+        batch.insert(&inner.meta, IDS_THROUGH, offset_key(head));
+        batch.commit().map_err(store_error(&inner.path))?;
+        inner.db.persist(PersistMode::SyncAll).map_err(store_error(&inner.path))?;
+        tracing::info!(
+            record = %inner.path.display(),
+            from = ids_through,
+            to = head,
+            "stored the ids of events a crash left unindexed"
+        );
+        Ok(self)
     }
 
     /// The offset the next new event will get (= the number of events recorded).
@@ -256,7 +349,7 @@ impl Record {
                         st.results.extend(results);
                     }
                     Err((tickets, e)) => {
-                        let (reason, full) = (describe(&e), is_out_of_space(&e));
+                        let (reason, full) = write_failure(&e);
                         tracing::error!(
                             record = %inner.path.display(),
                             error = %reason,
@@ -295,13 +388,24 @@ impl Record {
             return Ok(Vec::new());
         }
         let mut out = Vec::with_capacity(limit.min(4096));
-        for kv in inner.events.range(offset_key(from)..offset_key(head)).take(limit) {
-            let (k, v) = kv.into_inner().map_err(read_error(&inner.path, "events"))?;
-            let offset = decode_offset(&k).ok_or_else(|| RecordError::Corrupt {
-                offset: from,
-                reason: "key is not an offset".into(),
+        let legacy_to = head.min(inner.segments_from);
+        if from < legacy_to {
+            for kv in inner.events.range(offset_key(from)..offset_key(legacy_to)).take(limit) {
+                let (k, v) = kv.into_inner().map_err(read_error(&inner.path, "events"))?;
+                let offset = decode_offset(&k).ok_or_else(|| RecordError::Corrupt {
+                    offset: from,
+                    reason: "key is not an offset".into(),
+                })?;
+                out.push(RecordedEvent::decode(offset, &v)?);
+            }
+        }
+        let from = from.max(inner.segments_from);
+        if out.len() < limit && from < head {
+            let to = head.min(from.saturating_add((limit - out.len()) as u64));
+            inner.segments.for_each(from, to, |offset, bytes| {
+                out.push(RecordedEvent::decode(offset, bytes)?);
+                Ok(true)
             })?;
-            out.push(RecordedEvent::decode(offset, &v)?);
         }
         Ok(out)
     }
@@ -315,12 +419,11 @@ impl Record {
     }
 
     /// The stored entry at `offset`, when one is recorded there.
-    fn entry(&self, offset: u64) -> Result<Option<fjall::Slice>, RecordError> {
-        let inner = &*self.inner;
+    fn entry(&self, offset: u64) -> Result<Option<Vec<u8>>, RecordError> {
         if offset >= self.next_offset() {
             return Ok(None);
         }
-        inner.events.get(offset_key(offset)).map_err(read_error(&inner.path, "events"))
+        self.inner.entry(offset).map(Some)
     }
 
     /// When the event at `offset` was recorded (UTC, ms): [`Record::get`]'s `recorded_at_ms`,
@@ -351,22 +454,41 @@ impl Inner {
         RecordError::Poisoned { path: self.path.clone(), reason: reason.to_string(), out_of_space }
     }
 
-    /// Writes one group in a single batch and fsync. Offsets are assigned here, by the only
-    /// leader, so they stay dense and ordered.
+    /// The stored bytes of the event at `offset`, which must be recorded.
+    pub(crate) fn entry(&self, offset: u64) -> Result<Vec<u8>, RecordError> {
+        if offset < self.segments_from {
+            let v = self.events.get(offset_key(offset)).map_err(read_error(&self.path, "events"))?;
+            return v.map(|v| v.to_vec()).ok_or_else(|| RecordError::Corrupt {
+                offset,
+                reason: "the event is missing from the `events` keyspace".into(),
+            });
+        }
+        let mut out = None;
+        self.segments.for_each(offset, offset + 1, |_, bytes| {
+            out = Some(bytes.to_vec());
+            Ok(false)
+        })?;
+        out.ok_or_else(|| RecordError::Corrupt {
+            offset,
+            reason: "the event is missing from its segment".into(),
+        })
+    }
+
+    /// Writes one group: its entries to the open segment in one write and one fsync, then its
+    /// ids and the new `ids_through` in one batch of the store. Offsets are assigned here, by
+    /// the only leader, so they stay dense and ordered.
     fn commit_group(
         &self,
         group: Vec<(u64, Vec<EventEnvelope<DataJson>>)>,
         start: u64,
         last_ms: i64,
-    ) -> Result<GroupOk, (Vec<u64>, fjall::Error)> {
+    ) -> Result<GroupOk, (Vec<u64>, Box<RecordError>)> {
         let tickets: Vec<u64> = group.iter().map(|(t, _)| *t).collect();
-        let fail = |e: fjall::Error| (tickets.clone(), e);
+        let fail = |e: RecordError| (tickets.clone(), Box::new(e));
         let now_ms = chrono::Utc::now().timestamp_millis().max(last_ms);
         let events_in_group: usize = group.iter().map(|(_, events)| events.len()).sum();
-        // Sized for the whole group at once (two entries an event), as `db.batch()` makes it
-        // otherwise: grown by doubling, a batch of 10,000 events was copied into fresh pages
-        // a dozen times.
-        let mut batch = OwnedWriteBatch::with_capacity(self.db.clone(), 2 * events_in_group)
+        let mut entries = self.segments.group();
+        let mut batch = OwnedWriteBatch::with_capacity(self.db.clone(), events_in_group + 1)
             .durability(Some(PersistMode::Buffer));
         let mut next = start;
         // Sized for the whole group at once: grown by doubling, its rehashes were about a tenth
@@ -375,22 +497,19 @@ impl Inner {
         let mut in_group: HashMap<&str, (u64, &EventEnvelope<DataJson>)> =
             HashMap::with_capacity(events_in_group);
         let mut results = Vec::with_capacity(group.len());
-        let mut wrote = false;
         for (ticket, events) in &group {
-            match self.plan_request(events, next, &in_group) {
+            match self
+                .recorded_ids(events)
+                .and_then(|recorded| self.plan_request(events, next, &in_group, &recorded))
+            {
                 Ok(plan) => {
                     let mut outcomes = Vec::with_capacity(events.len());
                     for (ev, outcome) in events.iter().zip(plan) {
                         if !outcome.duplicate {
-                            batch.insert(
-                                &self.events,
-                                offset_key(outcome.offset),
-                                RecordedEvent::encode(ev, now_ms),
-                            );
+                            entries.entry(|out| RecordedEvent::encode_into(ev, now_ms, out));
                             batch.insert(&self.ids, ev.id.as_bytes(), offset_key(outcome.offset));
                             in_group.insert(&ev.id, (outcome.offset, ev));
                             next = outcome.offset + 1;
-                            wrote = true;
                         }
                         outcomes.push(outcome);
                     }
@@ -399,11 +518,36 @@ impl Inner {
                 Err(e) => results.push((*ticket, Err(e))),
             }
         }
-        if wrote {
-            batch.commit().map_err(fail)?;
-            self.db.persist(PersistMode::SyncAll).map_err(fail)?;
+        if next > start {
+            entries.commit(start).map_err(fail)?;
+            // Not synced: a crash that loses this batch leaves events from `ids_through` on
+            // whose ids the next open stores again before any append.
+            batch.insert(&self.meta, IDS_THROUGH, offset_key(next));
+            batch.commit().map_err(|e| fail(store_error(&self.path)(e)))?;
         }
         Ok((results, next, now_ms))
+    }
+
+    /// The offsets of a request's ids that are already recorded, looked up in key order (so
+    /// consecutive checks walk the same memtable nodes and filter partitions).
+    fn recorded_ids<'r>(
+        &self,
+        events: &'r [EventEnvelope<DataJson>],
+    ) -> Result<HashMap<&'r str, u64>, RecordError> {
+        let mut ids: Vec<&str> = events.iter().map(|e| e.id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut found = HashMap::new();
+        for id in ids {
+            if let Some(v) = self.ids.get(id.as_bytes()).map_err(read_error(&self.path, "ids"))? {
+                let o = decode_offset(&v).ok_or_else(|| RecordError::Corrupt {
+                    offset: 0,
+                    reason: format!("id index entry for `{id}`"),
+                })?;
+                found.insert(id, o);
+            }
+        }
+        Ok(found)
     }
 
     fn plan_request(
@@ -411,6 +555,7 @@ impl Inner {
         events: &[EventEnvelope<DataJson>],
         mut next: u64,
         in_group: &HashMap<&str, (u64, &EventEnvelope<DataJson>)>,
+        recorded: &HashMap<&str, u64>,
     ) -> Result<Vec<Appended>, RecordError> {
         let mut local: HashMap<&str, (u64, &EventEnvelope<DataJson>)> = HashMap::with_capacity(events.len());
         let mut out = Vec::with_capacity(events.len());
@@ -419,25 +564,11 @@ impl Inner {
                 Some((*o, *e == ev))
             } else if let Some((o, e)) = in_group.get(ev.id.as_str()) {
                 Some((*o, *e == ev))
+            } else if let Some(&o) = recorded.get(ev.id.as_str()) {
+                let stored = self.entry(o)?;
+                Some((o, RecordedEvent::decode(o, &stored)?.same_content(ev)))
             } else {
-                match self.ids.get(ev.id.as_bytes()).map_err(read_error(&self.path, "ids"))? {
-                    Some(v) => {
-                        let o = decode_offset(&v).ok_or_else(|| RecordError::Corrupt {
-                            offset: 0,
-                            reason: format!("id index entry for `{}`", ev.id),
-                        })?;
-                        let stored = self
-                            .events
-                            .get(offset_key(o))
-                            .map_err(read_error(&self.path, "events"))?
-                            .ok_or_else(|| RecordError::Corrupt {
-                                offset: o,
-                                reason: "indexed event is missing".into(),
-                            })?;
-                        Some((o, RecordedEvent::decode(o, &stored)?.same_content(ev)))
-                    }
-                    None => None,
-                }
+                None
             };
             match prior {
                 Some((offset, true)) => out.push(Appended { offset, duplicate: true }),
@@ -480,32 +611,86 @@ mod tests {
         }
     }
 
+    /// A record as version 1 wrote it: `n` events and their ids in the store's keyspaces, with
+    /// the pinning policy of the time, and no `format` file.
+    fn version_1_record(dir: &Path, n: u64) {
+        let db = crate::memory::database(dir, crate::memory::RECORD_CACHE_BYTES).open().unwrap();
+        let events = db
+            .keyspace("events", || {
+                KeyspaceCreateOptions::default()
+                    .filter_block_pinning_policy(events_pinning())
+                    .index_block_pinning_policy(events_pinning())
+            })
+            .unwrap();
+        let ids = db.keyspace("ids", KeyspaceCreateOptions::default).unwrap();
+        let mut batch = db.batch();
+        for i in 0..n {
+            batch.insert(&events, offset_key(i), RecordedEvent::encode(&ev(i), 1_000 + i as i64));
+            batch.insert(&ids, ev(i).id.as_bytes(), offset_key(i));
+        }
+        batch.commit().unwrap();
+        db.persist(PersistMode::SyncAll).unwrap();
+        events.rotate_memtable_and_wait().unwrap();
+    }
+
     #[test]
-    fn flushed_event_files_pin_no_index_or_filter_blocks_and_still_read_back() {
-        use fjall::AbstractTree;
+    fn a_version_1_record_is_read_through_its_keyspace_and_appended_to_in_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        version_1_record(dir.path(), 300);
+        let r = Record::open(dir.path()).unwrap();
+        assert_eq!((r.next_offset(), r.inner.segments_from), (300, 300));
+        assert!(dir.path().join("format").exists(), "the format file says where segments begin");
+        // Old ids are duplicates at their offsets, found through the old entries.
+        let out = r.append((295..305).map(ev).collect()).unwrap();
+        let want: Vec<Appended> = (295..305).map(|o| Appended { offset: o, duplicate: o < 300 }).collect();
+        assert_eq!(out, want);
+        let conflict = EventEnvelope { occurred_at: "2026-01-02T00:00:00.000Z".into(), ..ev(7) };
+        assert!(matches!(r.append(vec![conflict]), Err(RecordError::IdConflict { offset: 7, .. })));
+        // Reads cross the boundary in both directions of every call.
+        let got = r.read(290, 15).unwrap();
+        assert_eq!(got.iter().map(|e| e.offset).collect::<Vec<_>>(), (290..305).collect::<Vec<_>>());
+        assert_eq!(
+            got.iter().map(|e| e.event.id.clone()).collect::<Vec<_>>(),
+            (290..305).map(|i| ev(i).id).collect::<Vec<_>>()
+        );
+        assert_eq!(r.recorded_at_ms(299).unwrap(), Some(1_299));
+        assert_eq!(r.get(304).unwrap().map(|e| e.event.id), Some(ev(304).id));
+        assert_eq!(r.offset_of(&ev(3).id).unwrap(), Some(3));
+        assert_eq!(r.offset_of(&ev(303).id).unwrap(), Some(303));
+        drop(r);
+        // Reopened, the boundary stays where it was and the last entry is a segment's.
+        let r = Record::open(dir.path()).unwrap();
+        assert_eq!((r.next_offset(), r.inner.segments_from), (305, 300));
+        assert_eq!(r.read(0, 1000).unwrap().len(), 305);
+        drop(r);
+        let check = crate::check_record(dir.path());
+        assert!(check.is_clean(), "{:?}", check.problems);
+        assert_eq!(check.events, 305);
+    }
+
+    #[test]
+    fn events_whose_ids_a_crash_kept_from_the_store_get_them_at_the_next_open() {
         let dir = tempfile::tempdir().unwrap();
         let r = Record::open(dir.path()).unwrap();
-        for chunk in (0..4_000u64).collect::<Vec<_>>().chunks(1000) {
-            r.append(chunk.iter().map(|&i| ev(i)).collect()).unwrap();
-            r.inner.events.rotate_memtable_and_wait().unwrap();
-            r.inner.ids.rotate_memtable_and_wait().unwrap();
+        r.append((0..10).map(ev).collect()).unwrap();
+        // A group made durable in its segment whose ids' batch never happened.
+        let mut group = r.inner.segments.group();
+        for i in 10..15 {
+            group.entry(|out| RecordedEvent::encode_into(&ev(i), 5, out));
         }
-        assert!(r.inner.events.table_count() >= 4, "{} table files", r.inner.events.table_count());
-        let events = &r.inner.events.tree;
-        assert_eq!((events.pinned_filter_size(), events.pinned_block_index_size()), (0, 0));
-        // fjall's default, kept by the ids keyspace: its level-0 files pin their filters, so
-        // the figures above measure something.
-        assert!(r.inner.ids.tree.pinned_filter_size() > 0);
-        // Read back from the files, by range and by offset.
-        let got = r.read(990, 20).unwrap();
-        assert_eq!(got.iter().map(|e| e.offset).collect::<Vec<_>>(), (990..1010).collect::<Vec<_>>());
-        assert_eq!(r.get(3_999).unwrap().map(|e| e.offset), Some(3_999));
-        // And after a reopen (fjall stored the policy with the keyspace).
+        group.commit(10).unwrap();
         drop(r);
         let r = Record::open(dir.path()).unwrap();
-        assert_eq!(r.inner.events.config.filter_block_pinning_policy, events_pinning());
-        assert_eq!(r.inner.events.config.index_block_pinning_policy, events_pinning());
-        assert_eq!(r.get(2_500).unwrap().map(|e| e.event.id), Some("evt-00002500".to_string()));
+        assert_eq!(r.next_offset(), 15, "the durable group is kept");
+        assert_eq!(r.offset_of(&ev(12).id).unwrap(), Some(12), "its ids were stored again at open");
+        // Re-sent, its events are duplicates at their offsets: nothing is recorded twice.
+        let out = r.append((12..17).map(ev).collect()).unwrap();
+        let want: Vec<Appended> = (12..17).map(|o| Appended { offset: o, duplicate: o < 15 }).collect();
+        assert_eq!(out, want);
+        drop(r);
+        let check = crate::check_record(dir.path());
+        assert!(check.is_clean(), "{:?}", check.problems);
+        assert_eq!(check.events, 17);
     }
 
     #[test]

@@ -205,12 +205,10 @@ fn a_write_error_after_the_first_chunk_keeps_that_chunk_and_says_where_the_recor
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("d");
     init(&dir);
-    // Two chunks of 10,000 events (one batch and fsync each); the disk fails a journal write
-    // part-way through the second (the first takes about 2.5 MB of journal). Only journal
-    // writes fail: a memtable flush in the background (the record's memtables hold 2 MiB) that
-    // failed instead would poison the store without the I/O error reaching the caller.
+    // Two chunks of 10,000 events (one group write and fdatasync each); the disk fails a
+    // segment write part-way through the second (the first takes about 2.5 MB of segment).
     let lines = counts("a", 20_000);
-    let fault = Fault::new("eio-write", ".jnl", tmp.path()).after_bytes(3_500_000);
+    let fault = Fault::new("eio-write", ".seg", tmp.path()).after_bytes(3_500_000);
     let mut emit = livestate(&dir, &["emit", "-"]);
     fault.inject(&mut emit);
     let out = run(&mut emit, Some(&lines));
@@ -515,27 +513,10 @@ fn a_damaged_record_file_is_named_by_derive_and_verify_and_never_skipped() {
     let base = tmp.path().join("base");
     init(&base);
     assert_eq!(run(&mut livestate(&base, &["emit", "-"]), Some(&counts("e", 3000))).code, 0);
-    // Move the record from the journal into table files, as fjall does once its memtables fill.
-    {
-        let db = fjall::Database::builder(base.join("record")).open().unwrap();
-        for ks in ["events", "ids"] {
-            db.keyspace(ks, fjall::KeyspaceCreateOptions::default)
-                .unwrap()
-                .rotate_memtable_and_wait()
-                .unwrap();
-        }
-    }
-    let mut tables: Vec<(u64, PathBuf)> = Vec::new();
-    for ks in std::fs::read_dir(base.join("record/keyspaces")).unwrap() {
-        let dir = ks.unwrap().path().join("tables");
-        for f in std::fs::read_dir(&dir).into_iter().flatten() {
-            let f = f.unwrap();
-            tables.push((f.metadata().unwrap().len(), f.path()));
-        }
-    }
-    tables.sort();
-    let (size, largest) = tables.last().cloned().expect("the record has table files");
-    assert!(size > 50_000, "the events table file holds the events ({size} bytes)");
+    // The events are in the record's open segment.
+    let largest = base.join("record/segments/00000000000000000000.seg");
+    let size = std::fs::metadata(&largest).unwrap().len();
+    assert!(size > 50_000, "the segment holds the events ({size} bytes)");
     assert_eq!(ok(&mut livestate(&base, &["verify"])).matches("DAMAGED").count(), 0);
 
     for (what, damage) in DAMAGES {
@@ -558,9 +539,9 @@ fn a_damaged_record_file_is_named_by_derive_and_verify_and_never_skipped() {
         assert_eq!(d.code, 1, "{what}: derivation must stop, not skip events: {}", d.stderr);
         assert!(d.stderr.contains("is damaged"), "{what}: {}", d.stderr);
         assert!(d.stderr.contains(&shown), "{what}: derive names the file: {}", d.stderr);
+        assert!(d.stderr.contains("which was acknowledged"), "{what}: {}", d.stderr);
         if what == "bytes flipped" {
-            assert!(d.stderr.contains("checksum mismatch"), "{what}: {}", d.stderr);
-            assert!(d.stderr.contains("keyspace `events`"), "{what}: {}", d.stderr);
+            assert!(d.stderr.contains("CRC-32C does not match"), "{what}: {}", d.stderr);
         }
     }
 }
