@@ -34,8 +34,13 @@ pub(crate) const INDEX_EVERY: u64 = 64;
 pub(crate) const HEADER: usize = 8;
 /// The first line of the record's `format` file for a record with segments.
 const FORMAT_LINE: &str = "livestate-record 2";
-/// Bytes read from a segment at a time.
+/// Bytes read from a segment at a time, at most.
 const READ_CHUNK: usize = 256 * 1024;
+/// Bytes read from a segment at a time, at least.
+const MIN_READ_CHUNK: usize = 4 * 1024;
+/// An entry's bytes as a read guesses them before it has seen any: a read of `n` entries
+/// reads about `n` times this at a time, so a point read costs one small `pread`.
+const GUESSED_ENTRY_BYTES: usize = 320;
 /// The sparse index file's first eight bytes.
 const INDEX_MAGIC: &[u8; 8] = b"LSRIDX01";
 
@@ -121,11 +126,24 @@ pub(crate) struct Frames<'f> {
     end: u64,
     buf: Vec<u8>,
     at: usize,
+    /// Bytes read at a time (at least what the next frame needs).
+    chunk: usize,
 }
 
 impl<'f> Frames<'f> {
+    /// The frames of `file` from byte `from` to `end`, read [`READ_CHUNK`] bytes at a time.
     pub(crate) fn new(file: &'f File, path: &'f Path, from: u64, end: u64) -> Frames<'f> {
-        Frames { file, path, base: from, end, buf: Vec::new(), at: 0 }
+        Frames::reading(file, path, from, end, READ_CHUNK)
+    }
+
+    /// As [`Frames::new`], for a read of about `entries` entries.
+    fn for_entries(file: &'f File, path: &'f Path, from: u64, end: u64, entries: u64) -> Frames<'f> {
+        let guess = usize::try_from(entries).unwrap_or(usize::MAX).saturating_mul(GUESSED_ENTRY_BYTES);
+        Frames::reading(file, path, from, end, guess.clamp(MIN_READ_CHUNK, READ_CHUNK))
+    }
+
+    fn reading(file: &'f File, path: &'f Path, from: u64, end: u64, chunk: usize) -> Frames<'f> {
+        Frames { file, path, base: from, end, buf: Vec::new(), at: 0, chunk }
     }
 
     /// The file position of the next frame.
@@ -147,7 +165,7 @@ impl<'f> Frames<'f> {
         if (left as usize) < need - have {
             return Ok(false);
         }
-        let take = (need - have).max(READ_CHUNK).min(left as usize);
+        let take = (need - have).max(self.chunk).min(left as usize);
         let old = self.buf.len();
         self.buf.resize(old + take, 0);
         self.file.read_exact_at(&mut self.buf[old..], loaded_to).map_err(io_error(self.path))?;
@@ -383,7 +401,12 @@ impl Segments {
         acknowledged: u64,
         seal_at: u64,
     ) -> Result<Opened, RecordError> {
-        std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+        if !dir.is_dir() {
+            std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+            if let Some(parent) = dir.parent() {
+                sync_dir(parent)?;
+            }
+        }
         let mut firsts = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(io_error(dir))? {
             let entry = entry.map_err(io_error(dir))?;
@@ -497,7 +520,9 @@ impl Segments {
                 });
             }
             let (pos, mut offset) = sparse.seek(seg.first, at);
-            let mut frames = Frames::new(&seg.file, &seg.path, pos, sparse.end_pos);
+            // The entries from the mark to `to` (plus the group ends among them).
+            let entries = to.min(sparse.end_offset) - offset + 1;
+            let mut frames = Frames::for_entries(&seg.file, &seg.path, pos, sparse.end_pos, entries);
             while offset < to {
                 let Some(frame) = frames.next()? else { break };
                 let Frame::Entry(bytes) = frame else { continue };
