@@ -88,6 +88,22 @@ pub(crate) fn ids_filter_partitioning() -> PartitioningPolicy {
     PartitioningPolicy::new([false, true])
 }
 
+/// How the `ids` keyspace compacts: leveled, as fjall's default, but merging level 0 into
+/// level 1 once it holds 16 tables instead of 4.
+///
+/// Ids arrive in no order, so every flushed table overlaps all of level 1, and each merge of
+/// level 0 rewrites level 1 whole: with fjall's default, every 8 MiB of new ids (four 2 MiB
+/// memtables) rewrote all the ids so far. At 16 that happens every 32 MiB. Reads pay one more
+/// bloom filter per level-0 table, pinned in memory, and almost every check is a miss that
+/// the filters answer. Measured alone (`livestate-bench parts`, docs/BENCHMARKS.md, nineteenth
+/// pass), the record's append went from 3.7-4.1 to 2.9 µs per event.
+///
+/// fjall stores a keyspace's compaction strategy when it creates the keyspace, so a record
+/// created before this keeps fjall's default.
+pub(crate) fn ids_compaction() -> Arc<dyn lsm_tree::compaction::CompactionStrategy + Send + Sync> {
+    Arc::new(fjall::compaction::Leveled::default().with_l0_threshold(16))
+}
+
 /// How the `events` keyspace keeps its index and filter blocks: never pinned in memory, read
 /// through the block cache like data blocks.
 ///
@@ -150,7 +166,11 @@ impl Record {
             })
             .map_err(store_error(path))?;
         let ids = db
-            .keyspace("ids", || options().filter_block_partitioning_policy(ids_filter_partitioning()))
+            .keyspace("ids", || {
+                options()
+                    .filter_block_partitioning_policy(ids_filter_partitioning())
+                    .compaction_strategy(ids_compaction())
+            })
             .map_err(store_error(path))?;
         let meta = db.keyspace("meta", KeyspaceCreateOptions::default).map_err(store_error(path))?;
         let legacy_end = match events.last_key_value() {
@@ -599,10 +619,19 @@ mod tests {
     }
 
     #[test]
-    fn the_ids_keyspace_partitions_its_filters_from_level_1_and_keeps_them_so_after_reopen() {
+    fn the_ids_keyspace_partitions_its_filters_and_compacts_at_16_tables_and_keeps_both_after_reopen() {
         let dir = tempfile::tempdir().unwrap();
         for _ in 0..2 {
             let r = Record::open(dir.path()).unwrap();
+            let strategy = &r.inner.ids.config.compaction_strategy;
+            assert_eq!(strategy.get_name(), ids_compaction().get_name());
+            assert_eq!(
+                strategy.get_config(),
+                ids_compaction().get_config(),
+                "merged into level 1 at 16 tables"
+            );
+            use lsm_tree::compaction::CompactionStrategy;
+            assert_ne!(strategy.get_config(), fjall::compaction::Leveled::default().get_config());
             let policy = &r.inner.ids.config.filter_block_partitioning_policy;
             assert_eq!(policy, &ids_filter_partitioning());
             assert_eq!(&policy[..], &[false, true], "whole at level 0, partitioned from level 1 on");
@@ -691,6 +720,21 @@ mod tests {
         let check = crate::check_record(dir.path());
         assert!(check.is_clean(), "{:?}", check.problems);
         assert_eq!(check.events, 17);
+    }
+
+    #[test]
+    fn ids_in_many_level_0_tables_are_found_as_duplicates() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Record::open(dir.path()).unwrap();
+        for chunk in (0..3_000u64).collect::<Vec<_>>().chunks(250) {
+            r.append(chunk.iter().map(|&i| ev(i)).collect()).unwrap();
+            r.inner.ids.rotate_memtable_and_wait().unwrap();
+        }
+        assert!(r.inner.ids.table_count() >= 12, "{} tables", r.inner.ids.table_count());
+        let resent: Vec<u64> = (0..3_000).step_by(7).collect();
+        let out = r.append(resent.iter().map(|&i| ev(i)).collect()).unwrap();
+        assert!(out.iter().zip(&resent).all(|(a, &i)| *a == Appended { offset: i, duplicate: true }));
+        assert_eq!(r.next_offset(), 3_000);
     }
 
     #[test]
