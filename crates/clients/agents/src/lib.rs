@@ -11,8 +11,8 @@
 pub mod procurement;
 pub mod work_queue;
 
-use livestate_client::{RiskLevel, RowsAnswer};
-use serde_json::Value;
+use livestate_client::{RiskLevel, RowsAnswer, Source};
+use serde_json::{Map, Value};
 
 /// What an agent did, for narration and summaries.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,19 +37,40 @@ pub(crate) fn rows_of(result: &RowsAnswer) -> Vec<Value> {
     result.rows.iter().cloned().map(Value::Object).collect()
 }
 
-/// A cited source from a read result: the receipt's snapshot and the rows used.
-pub(crate) fn source(result: &RowsAnswer, rows: &[Value], keys: Option<Value>) -> Value {
+/// A JSON object of these fields: an action or a rule's parameters, whose shape is per kind.
+pub(crate) fn object<const N: usize>(fields: [(&str, Value); N]) -> Map<String, Value> {
+    fields.into_iter().map(|(name, value)| (name.to_string(), value)).collect()
+}
+
+/// A cited source from a read result: the receipt's snapshot, the rows used (objects, as
+/// [`rows_of`] gives them) and the key read, if any. `None` when the table has no snapshot yet,
+/// so nothing of it can be cited.
+pub(crate) fn source(result: &RowsAnswer, rows: &[Value], key: Option<Map<String, Value>>) -> Option<Source> {
     let r = &result.receipt;
-    let mut s = serde_json::json!({
-        "table": r.table,
-        "snapshot_id": r.snapshot_id,
-        "offset": r.offset,
-        "lag_ms": r.lag_ms,
-        "committed_at": r.committed_at,
-        "rows": rows,
-    });
-    if let Some(k) = keys {
-        s["keys"] = Value::Array(vec![k]);
+    Some(Source {
+        table: r.table.clone(),
+        snapshot_id: r.snapshot_id?,
+        offset: r.offset,
+        lag_ms: r.lag_ms,
+        committed_at: r.committed_at.clone(),
+        keys: key.into_iter().collect(),
+        rows: rows.iter().filter_map(Value::as_object).cloned().collect(),
+        tag: None,
+    })
+}
+
+/// Checks that `typed` goes over the wire as the proposal the agent used to build as JSON:
+/// the server reads both as the same proposal, and the JSON differs only in that a source
+/// cited without a key now says `"keys": []` (the old JSON left the field out; the server
+/// reads both as no keys).
+#[cfg(test)]
+pub(crate) fn assert_wire_unchanged(typed: &livestate_client::NewProposal, old: Value) {
+    let read: livestate_client::NewProposal =
+        serde_json::from_value(old.clone()).expect("the old JSON parses");
+    assert_eq!(&read, typed, "the server reads the old JSON and the typed proposal alike");
+    let mut expected = old;
+    for s in expected["sources"].as_array_mut().expect("sources") {
+        s.as_object_mut().expect("a source").entry("keys").or_insert_with(|| serde_json::json!([]));
     }
-    s
+    assert_eq!(serde_json::to_value(typed).expect("serializes"), expected);
 }

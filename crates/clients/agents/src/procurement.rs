@@ -13,15 +13,19 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use livestate_client::{Client, ClientError, ProposalStatus, RiskLevel, TableRead};
+use livestate_client::{
+    Client, ClientError, ConsistentAnswer, NewProposal, ProposalStatus, Risk, RiskLevel, Rule, TableRead,
+};
 use rust_decimal::Decimal;
-use serde_json::{json, Value};
+use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
-use crate::{int, rows_of, source, text, Narration};
+use crate::{int, object, rows_of, source, text, Narration};
 
 pub const RULE: &str = "order-up-to-target";
 pub const RULE_VERSION: &str = "2";
+/// The rule in words, as each proposal states it.
+const RULE_TEXT: &str = "Where on_hand - reserved + inbound is below the reorder point, order target minus that, rounded up to the pack size of the lowest-risk supplier carrying the item (then cheapest).";
 /// The decision kind this agent proposes (`[decisions.stock_replenishment]` in the spec).
 pub const KIND: &str = "stock_replenishment";
 pub const TRIGGER: &str = "stock_below_reorder_point";
@@ -263,54 +267,92 @@ impl ProcurementAgent {
             });
             return Ok(None);
         }
-        let mut sources = vec![source(
-            read.result("stock").expect("read"),
-            &plan.short_rows,
-            Some(json!({"item": item, "location": location})),
-        )];
-        if !orders.is_empty() {
-            sources.push(source(read.result("open_orders").expect("read"), &orders, None));
-        }
-        sources.push(source(
-            read.result("supplier_items").expect("read"),
-            std::slice::from_ref(&plan.offer),
-            None,
-        ));
-        // The supplier's risk row, or the key read when it has none (the input is then null).
-        sources.push(if plan.supplier_risk.is_null() {
-            source(risk_read, &[], Some(json!({"supplier": plan.supplier})))
-        } else {
-            source(risk_read, std::slice::from_ref(&plan.supplier_risk), None)
-        });
-        let summary = format!("Order {} x {} from {} for {}", plan.qty, item, plan.supplier, location);
-        let proposal = json!({
-            "kind": KIND,
-            "module": "procurement",
-            "summary": summary,
-            "action": {
-                "item": item, "location": location, "supplier": plan.supplier, "qty": plan.qty,
-                "lines": plan.lines.iter().map(|(l, q)| json!({"location": l, "qty": q})).collect::<Vec<_>>(),
-                "unit_price": plan.unit_price.to_string(), "value": plan.value.to_string(),
-                "lead_time_days": plan.lead_time_days,
-            },
-            "sources": sources,
-            "rule": {
-                "name": RULE, "version": RULE_VERSION,
-                "parameters": {"value_limit": VALUE_LIMIT, "lead_time_limit_days": LEAD_TIME_LIMIT, "pack_size": plan.pack_size},
-                "text": "Where on_hand - reserved + inbound is below the reorder point, order target minus that, rounded up to the pack size of the lowest-risk supplier carrying the item (then cheapest).",
-            },
-            "risk": {"level": plan.risk_level.as_str(), "reasons": plan.reasons},
-            "idempotency_key": format!("{item}@{location}@{}", read.offset),
-        });
+        let proposal = match proposal(&read, &plan, &orders, location) {
+            Ok(p) => p,
+            Err(why) => {
+                self.say(Narration::Skipped { item: item.into(), why });
+                return Ok(None);
+            }
+        };
         let id = self.client.propose(&proposal).await?.id;
         self.pending.insert(key, id.clone());
-        self.say(Narration::Proposed { id: id.clone(), summary, risk: plan.risk_level });
+        self.say(Narration::Proposed { id: id.clone(), summary: proposal.summary, risk: plan.risk_level });
         Ok(Some(id))
     }
 }
 
+/// The `stock_replenishment` proposal of `plan` for `location`, from the consistent read `read`
+/// (whose `open_orders` result is `orders`): it cites the stock rows short of stock with the key
+/// read, the open orders (if any), the chosen offer, and the supplier's risk row or, when it has
+/// none, the key read.
+///
+/// # Errors
+/// Why nothing can be proposed: a table to cite has no snapshot yet.
+fn proposal(
+    read: &ConsistentAnswer,
+    plan: &Plan,
+    orders: &[Value],
+    location: &str,
+) -> Result<NewProposal, String> {
+    let item = plan.item.as_str();
+    let cite = |table: &str, rows: &[Value], key: Option<Map<String, Value>>| {
+        let result = read.result(table).expect("the read names every table the proposal cites");
+        source(result, rows, key).ok_or_else(|| format!("{table} has no snapshot yet: it cannot be cited"))
+    };
+    let mut sources = vec![cite(
+        "stock",
+        &plan.short_rows,
+        Some(object([("item", item.into()), ("location", location.into())])),
+    )?];
+    if !orders.is_empty() {
+        sources.push(cite("open_orders", orders, None)?);
+    }
+    sources.push(cite("supplier_items", std::slice::from_ref(&plan.offer), None)?);
+    // The supplier's risk row, or the key read when it has none (the input is then null).
+    sources.push(if plan.supplier_risk.is_null() {
+        cite("supplier_risk", &[], Some(object([("supplier", plan.supplier.as_str().into())])))?
+    } else {
+        cite("supplier_risk", std::slice::from_ref(&plan.supplier_risk), None)?
+    });
+    let lines: Vec<Value> = plan
+        .lines
+        .iter()
+        .map(|(l, q)| object([("location", l.as_str().into()), ("qty", (*q).into())]).into())
+        .collect();
+    Ok(NewProposal {
+        kind: KIND.into(),
+        module: "procurement".into(),
+        summary: format!("Order {} x {} from {} for {}", plan.qty, item, plan.supplier, location),
+        action: object([
+            ("item", item.into()),
+            ("location", location.into()),
+            ("supplier", plan.supplier.as_str().into()),
+            ("qty", plan.qty.into()),
+            ("lines", lines.into()),
+            ("unit_price", plan.unit_price.to_string().into()),
+            ("value", plan.value.to_string().into()),
+            ("lead_time_days", plan.lead_time_days.into()),
+        ]),
+        sources,
+        rule: Rule {
+            name: RULE.into(),
+            version: RULE_VERSION.into(),
+            parameters: object([
+                ("value_limit", VALUE_LIMIT.into()),
+                ("lead_time_limit_days", LEAD_TIME_LIMIT.into()),
+                ("pack_size", plan.pack_size.into()),
+            ]),
+            text: RULE_TEXT.into(),
+        },
+        risk: Risk { level: plan.risk_level, reasons: plan.reasons.clone() },
+        idempotency_key: Some(format!("{item}@{location}@{}", read.offset)),
+    })
+}
+
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn stock(loc: &str, on_hand: i64, reserved: i64, inbound: i64) -> Value {
@@ -381,5 +423,68 @@ mod tests {
         let risks = [json!({"supplier": "acme", "level": "low"})];
         assert!(plan("bolt", &[stock("north", 90, 0, 0)], &acme_slow_and_dear(), &risks).is_none());
         assert!(plan("bolt", &[stock("north", 3, 0, 0)], &[], &risks).is_none());
+    }
+
+    /// A consistent read at offset 12: bolt short at north, one open order, acme's offer, and
+    /// a risk row for another supplier only.
+    fn read_at_12() -> ConsistentAnswer {
+        let receipt = |table: &str, snapshot: i64, lag: Option<u64>, at: Option<&str>| {
+            json!({"table": table, "snapshot_id": snapshot, "offset": 12, "committed_at": at, "lag_ms": lag,
+                   "budget": "5s", "within_budget": true, "measured_by": "record", "served_by": "paimon"})
+        };
+        serde_json::from_value(json!({"offset": 12, "results": [
+            {"columns": [], "receipt": receipt("stock", 4, Some(0), Some("2026-03-02T08:00:01.000Z")), "rows": [
+                {"item": "bolt", "location": "north", "on_hand": 50, "reserved": 15, "inbound": null, "reorder_point": 40, "target": 100},
+                {"item": "bolt", "location": "south", "on_hand": 90, "reserved": 0, "inbound": 0, "reorder_point": 40, "target": 100}]},
+            {"columns": [], "receipt": receipt("open_orders", 2, Some(3), None),
+             "rows": [{"order_id": "so-1", "item": "bolt", "location": "north", "qty": 20}]},
+            {"columns": [], "receipt": receipt("supplier_items", 9, None, Some("2026-03-01T10:00:00.000Z")),
+             "rows": [{"item": "bolt", "supplier": "acme", "pack_size": 50, "unit_price": "1.50", "lead_time_days": 2}]},
+            {"columns": [], "receipt": receipt("supplier_risk", 7, Some(1), Some("2026-03-02T07:00:00.000Z")),
+             "rows": [{"supplier": "cheap", "level": "high"}]}
+        ]}))
+        .expect("a consistent answer")
+    }
+
+    #[test]
+    fn the_typed_proposal_goes_over_the_wire_as_the_json_the_agent_used_to_build() {
+        let read = read_at_12();
+        let rows = |t: &str| read.result(t).map(rows_of).unwrap_or_default();
+        let p = plan("bolt", &rows("stock"), &rows("supplier_items"), &rows("supplier_risk")).unwrap();
+        let typed = proposal(&read, &p, &rows("open_orders"), "north").unwrap();
+        // What the `json!` the agent built before the typed wire gave for this read.
+        let old = json!({
+            "action": {"item": "bolt", "lead_time_days": 2, "lines": [{"location": "north", "qty": 100}], "location": "north",
+                       "qty": 100, "supplier": "acme", "unit_price": "1.50", "value": "150.00"},
+            "idempotency_key": "bolt@north@12", "kind": "stock_replenishment", "module": "procurement",
+            "risk": {"level": "high", "reasons": ["supplier acme is rated unknown risk"]},
+            "rule": {"name": "order-up-to-target", "parameters": {"lead_time_limit_days": 3, "pack_size": 50, "value_limit": 5000},
+                     "text": "Where on_hand - reserved + inbound is below the reorder point, order target minus that, rounded up to the pack size of the lowest-risk supplier carrying the item (then cheapest).",
+                     "version": "2"},
+            "sources": [
+                {"committed_at": "2026-03-02T08:00:01.000Z", "keys": [{"item": "bolt", "location": "north"}], "lag_ms": 0, "offset": 12,
+                 "rows": [{"inbound": null, "item": "bolt", "location": "north", "on_hand": 50, "reorder_point": 40, "reserved": 15, "target": 100}],
+                 "snapshot_id": 4, "table": "stock"},
+                {"committed_at": null, "lag_ms": 3, "offset": 12, "rows": [{"item": "bolt", "location": "north", "order_id": "so-1", "qty": 20}],
+                 "snapshot_id": 2, "table": "open_orders"},
+                {"committed_at": "2026-03-01T10:00:00.000Z", "lag_ms": null, "offset": 12,
+                 "rows": [{"item": "bolt", "lead_time_days": 2, "pack_size": 50, "supplier": "acme", "unit_price": "1.50"}],
+                 "snapshot_id": 9, "table": "supplier_items"},
+                {"committed_at": "2026-03-02T07:00:00.000Z", "keys": [{"supplier": "acme"}], "lag_ms": 1, "offset": 12, "rows": [],
+                 "snapshot_id": 7, "table": "supplier_risk"}
+            ],
+            "summary": "Order 100 x bolt from acme for north"
+        });
+        crate::assert_wire_unchanged(&typed, old);
+    }
+
+    #[test]
+    fn a_table_to_cite_without_a_snapshot_proposes_nothing_and_says_which() {
+        let mut read = read_at_12();
+        let rows = |r: &ConsistentAnswer, t: &str| r.result(t).map(rows_of).unwrap_or_default();
+        let p = plan("bolt", &rows(&read, "stock"), &rows(&read, "supplier_items"), &[]).unwrap();
+        read.results[3].receipt.snapshot_id = None;
+        let why = proposal(&read, &p, &[], "north").unwrap_err();
+        assert!(why.contains("supplier_risk has no snapshot"), "{why}");
     }
 }

@@ -20,7 +20,7 @@ use rmcp::service::RequestContext;
 use rmcp::{
     schemars, tool, tool_handler, tool_router, ErrorData as McpError, RoleServer, ServerHandler, ServiceExt,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 /// Why the MCP server stopped.
@@ -91,7 +91,11 @@ pub struct SqlArgs {
     pub limit: Option<usize>,
 }
 
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
+// The `propose` tool's arguments are also the body it sends: the agent's proposal as it wrote
+// it, field for field a `NewProposal`. Its sources, rule and risk go to the server untouched, so
+// the server checks the token first and then names what does not fit, as for any agent. (A `//`
+// comment: a doc comment would become the tool's schema description.)
+#[derive(Debug, Deserialize, Serialize, schemars::JsonSchema)]
 pub struct ProposeArgs {
     /// What kind of action, e.g. `stock_replenishment`; a declared kind (see decision_kinds) must cite every input
     pub kind: String,
@@ -108,7 +112,9 @@ pub struct ProposeArgs {
     /// {"level": "low"|"medium"|"high", "reasons": [...]}
     pub risk: Value,
     /// Retrying with the same key makes no second proposal
-    #[serde(default)]
+    // Left out of the body when absent; the schema still says it defaults to null.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = null))]
     pub idempotency_key: Option<String>,
 }
 
@@ -136,7 +142,7 @@ pub struct WaitArgs {
     pub timeout_seconds: Option<u64>,
 }
 
-fn answer<T: serde::Serialize>(v: Result<T, ClientError>) -> Result<CallToolResult, McpError> {
+fn answer<T: Serialize>(v: Result<T, ClientError>) -> Result<CallToolResult, McpError> {
     match v {
         Ok(v) => Ok(CallToolResult::success(vec![ContentBlock::text(
             serde_json::to_string_pretty(&v).unwrap_or_default(),
@@ -232,14 +238,7 @@ impl LivestateMcp {
         description = "Propose an action for a person to approve: kind, module, summary, drafted action, the sources you read (receipts and rows), the rule applied and the risk. Returns the proposal id and the tags pinning your sources."
     )]
     async fn propose(&self, Parameters(a): Parameters<ProposeArgs>) -> Result<CallToolResult, McpError> {
-        let mut body = json!({
-            "kind": a.kind, "module": a.module, "summary": a.summary, "action": a.action,
-            "sources": a.sources, "rule": a.rule, "risk": a.risk,
-        });
-        if let Some(k) = a.idempotency_key {
-            body["idempotency_key"] = json!(k);
-        }
-        answer(self.client.propose(&body).await)
+        answer(self.client.propose(&a).await)
     }
 
     #[tool(
@@ -383,4 +382,65 @@ pub async fn serve_stdio(url: &str, token: &str) -> Result<(), McpServerError> {
         .map_err(|e| McpServerError::Transport(e.to_string()))?;
     running.waiting().await.map_err(|e| McpServerError::Transport(e.to_string()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use livestate_client::NewProposal;
+
+    use super::*;
+
+    fn args(idempotency_key: Option<&str>) -> ProposeArgs {
+        let mut args = json!({
+            "kind": "stock_replenishment", "module": "procurement", "summary": "order 10 bolts",
+            "action": {"item": "bolt", "location": "north", "supplier": "acme", "qty": 10},
+            "sources": [{"table": "stock", "snapshot_id": 4, "rows": [{"item": "bolt", "on_hand": 5}]},
+                        {"table": "supplier_risk", "snapshot_id": 7, "keys": [{"supplier": "acme"}]}],
+            "rule": {"name": "r", "version": "1", "text": "order up to target"},
+            "risk": {"level": "low", "reasons": []},
+        });
+        if let Some(k) = idempotency_key {
+            args["idempotency_key"] = json!(k);
+        }
+        serde_json::from_value(args).expect("the tool's arguments")
+    }
+
+    #[test]
+    fn the_propose_tool_sends_the_json_it_used_to_build() {
+        // What the `json!` the tool built before the typed wire gave for these arguments.
+        let old = |key: Option<&str>| {
+            let mut body = json!({
+                "action": {"item": "bolt", "location": "north", "qty": 10, "supplier": "acme"},
+                "kind": "stock_replenishment", "module": "procurement",
+                "risk": {"level": "low", "reasons": []},
+                "rule": {"name": "r", "text": "order up to target", "version": "1"},
+                "sources": [{"rows": [{"item": "bolt", "on_hand": 5}], "snapshot_id": 4, "table": "stock"},
+                            {"keys": [{"supplier": "acme"}], "snapshot_id": 7, "table": "supplier_risk"}],
+                "summary": "order 10 bolts"
+            });
+            if let Some(k) = key {
+                body["idempotency_key"] = json!(k);
+            }
+            body
+        };
+        for key in [None, Some("k-1")] {
+            assert_eq!(serde_json::to_value(args(key)).expect("serializes"), old(key), "key {key:?}");
+        }
+    }
+
+    #[test]
+    fn the_propose_tools_schema_says_what_it_said_before_the_body_was_typed() {
+        let schema = serde_json::to_value(schemars::schema_for!(ProposeArgs)).expect("serializes");
+        assert_eq!(schema["properties"]["idempotency_key"]["default"], Value::Null, "{schema}");
+        assert!(schema["properties"]["idempotency_key"].get("default").is_some(), "{schema}");
+        assert!(schema.get("description").is_none(), "no description of the struct: {schema}");
+    }
+
+    #[test]
+    fn the_propose_tools_body_is_a_new_proposal_field_for_field() {
+        let body = serde_json::to_value(args(Some("k-1"))).expect("serializes");
+        let p: NewProposal = serde_json::from_value(body).expect("the server's type reads every field");
+        assert_eq!((p.kind.as_str(), p.idempotency_key.as_deref()), ("stock_replenishment", Some("k-1")));
+        assert_eq!((p.sources.len(), p.rule.name.as_str(), p.risk.reasons.len()), (2, "r", 0));
+    }
 }
