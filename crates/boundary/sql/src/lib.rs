@@ -232,7 +232,7 @@ pub fn check_read_only(plan: &LogicalPlan) -> Result<Vec<String>, SqlError> {
         }
         Ok(TreeNodeRecursion::Continue)
     })
-    .map_err(|e| SqlError::Plan(e.to_string()))?;
+    .map_err(SqlError::plan)?;
     match refused {
         Some(why) => Err(SqlError::NotReadOnly(why)),
         None => Ok(scanned),
@@ -297,9 +297,9 @@ impl Queries {
                         .cloned()
                         .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
                         .unwrap_or_default();
-                    return Err(SqlError::Exec(format!("the query failed inside the engine: {what}")));
+                    return Err(SqlError::exec("the query failed inside the engine: ", what));
                 }
-                Err(e) => return Err(SqlError::Exec(format!("the query was stopped: {e}"))),
+                Err(e) => return Err(SqlError::exec("the query was stopped: ", e)),
             };
             let mut receipts: BTreeMap<String, Receipt> = BTreeMap::new();
             for s in ran.scanned {
@@ -333,7 +333,7 @@ fn session(
             DiskManagerBuilder::default().with_max_temp_directory_size(limits.spill_bytes),
         )
         .build_arc()
-        .map_err(|e| SqlError::Exec(format!("the query's runtime: {e}")))?;
+        .map_err(|e| SqlError::exec("the query's runtime: ", e))?;
     let config = SessionConfig::new()
         .with_batch_size(functions::BATCH_ROWS)
         .with_target_partitions(limits.workers.max(1));
@@ -344,7 +344,7 @@ fn session(
     builder.analyzer_rules().get_or_insert_with(Vec::new).push(Arc::new(overflow::CheckedArithmetic::new()));
     let ctx = SessionContext::new_with_state(builder.build());
     for (name, provider) in tables {
-        ctx.register_table(name.as_str(), provider).map_err(|e| SqlError::Plan(e.to_string()))?;
+        ctx.register_table(name.as_str(), provider).map_err(SqlError::plan)?;
     }
     Ok(ctx)
 }
@@ -372,13 +372,16 @@ async fn tables(
     let mut text = sql.to_string();
     for (n, v) in versions(sql).into_iter().enumerate().rev() {
         if spec.table(&v.table).is_none() {
-            return Err(SqlError::Plan(format!(
+            return Err(SqlError::plan(format!(
                 "no table `{}` (tables: {})",
                 v.table,
                 spec.tables.keys().cloned().collect::<Vec<_>>().join(", ")
             )));
         }
-        let receipt = reader.receipt(&v.table, &v.at).await.map_err(|e| SqlError::Version(e.to_string()))?;
+        let receipt = reader
+            .receipt(&v.table, &v.at)
+            .await
+            .map_err(|e| SqlError::Version { at: String::new(), source: Box::new(e) })?;
         let name = format!("{}__v{n}", v.table);
         let provider = provider(reader, &v.table, Some(v.at.clone())).await?;
         tables.push((name.clone(), provider));
@@ -400,9 +403,9 @@ async fn plan_and_run(
         .state()
         .create_logical_plan(&text)
         .await
-        .map_err(|e| SqlError::of_datafusion(&e, SqlError::Plan))?;
+        .map_err(|e| SqlError::of_datafusion(e, SqlError::plan))?;
     let scanned = check_read_only(&plan)?;
-    let exec = |e: datafusion::error::DataFusionError| SqlError::of_datafusion(&e, SqlError::Exec);
+    let exec = |e: datafusion::error::DataFusionError| SqlError::of_datafusion(e, |e| SqlError::exec("", e));
     let df = ctx.execute_logical_plan(plan).await.map_err(exec)?;
     let df = df.limit(0, Some(rows.saturating_add(1))).map_err(exec)?;
     let columns: Vec<String> = df.schema().fields().iter().map(|f| f.name().clone()).collect();
@@ -412,15 +415,15 @@ async fn plan_and_run(
         let batch = batch.map_err(exec)?;
         let batch = batch.slice(0, batch.num_rows().min(rows + 1 - out.len()));
         let mut w = arrow_json::LineDelimitedWriter::new(Vec::new());
-        w.write(&batch).map_err(|e| SqlError::Exec(e.to_string()))?;
-        w.finish().map_err(|e| SqlError::Exec(e.to_string()))?;
+        w.write(&batch).map_err(|e| SqlError::exec("", e))?;
+        w.finish().map_err(|e| SqlError::exec("", e))?;
         for line in w.into_inner().split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
             if out.len() == rows || bytes + line.len() + 1 > limits.output_bytes {
                 truncated = true;
                 break 'batches;
             }
             bytes += line.len() + 1;
-            out.push(serde_json::from_slice::<Row>(line).map_err(|e| SqlError::Exec(e.to_string()))?);
+            out.push(serde_json::from_slice::<Row>(line).map_err(|e| SqlError::exec("", e))?);
         }
     }
     Ok(Ran { columns, rows: out, truncated, scanned })
@@ -440,16 +443,22 @@ async fn provider(
                 id.to_string(),
             )]))
             .await
-            .map_err(|e| SqlError::Version(format!("{table} VERSION AS OF {id}: {e}")))?,
+            .map_err(|e| SqlError::Version {
+                at: format!("{table} VERSION AS OF {id}"),
+                source: Box::new(e),
+            })?,
         Some(At::Tag(tag)) => t
             .copy_with_time_travel_strict(HashMap::from([(
                 paimon::spec::SCAN_TAG_NAME_OPTION.to_string(),
                 tag.clone(),
             )]))
             .await
-            .map_err(|e| SqlError::Version(format!("{table} VERSION AS OF '{tag}': {e}")))?,
+            .map_err(|e| SqlError::Version {
+                at: format!("{table} VERSION AS OF '{tag}'"),
+                source: Box::new(e),
+            })?,
     };
-    Ok(Arc::new(PaimonTableProvider::try_new(t).map_err(|e| SqlError::Exec(e.to_string()))?))
+    Ok(Arc::new(PaimonTableProvider::try_new(t).map_err(|e| SqlError::exec("", e))?))
 }
 
 #[cfg(test)]

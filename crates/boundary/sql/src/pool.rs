@@ -127,7 +127,7 @@ impl Queries {
                 .thread_name("livestate-sql")
                 .enable_all()
                 .build()
-                .map_err(|e| SqlError::Exec(format!("starting the SQL threads: {e}")))?;
+                .map_err(|e| SqlError::exec("starting the SQL threads: ", e))?;
             *rt = Some(built);
         }
         let handle = rt.as_ref().expect("started above").spawn(work);

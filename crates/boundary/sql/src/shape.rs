@@ -61,9 +61,7 @@ pub fn check(sql: &str, limits: &Limits) -> Result<Measured, SqlError> {
     if sql.len() > limits.text_bytes {
         return Err(SqlError::TextTooLong { bytes: sql.len(), limit: bytes(limits.text_bytes as u64) });
     }
-    let tokens = Tokenizer::new(&GenericDialect {}, sql)
-        .tokenize_with_location()
-        .map_err(|e| SqlError::Plan(e.to_string()))?;
+    let tokens = Tokenizer::new(&GenericDialect {}, sql).tokenize_with_location().map_err(SqlError::plan)?;
     let mut measured = Measured { depth: 0, tokens: 0, list_items: 0 };
     let mut levels = vec![Level::default()];
     for t in &tokens {
