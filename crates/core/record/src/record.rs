@@ -173,21 +173,21 @@ impl Record {
             })
             .map_err(store_error(path))?;
         let meta = db.keyspace("meta", KeyspaceCreateOptions::default).map_err(store_error(path))?;
-        let legacy_end = match events.last_key_value() {
-            None => 0,
-            Some(kv) => {
-                let (k, _) = kv.into_inner().map_err(read_error(path, "events"))?;
-                decode_offset(&k).ok_or_else(|| RecordError::Corrupt {
-                    offset: 0,
-                    reason: "last key is not an offset".into(),
-                })? + 1
-            }
-        };
         let segments_from = match segment::read_format(path)? {
             Some(from) => from,
             None => {
                 // A new record, or one of version 1 (every event in `events`): new events go
                 // to segments from here on.
+                let legacy_end = match events.last_key_value() {
+                    None => 0,
+                    Some(kv) => {
+                        let (k, _) = kv.into_inner().map_err(read_error(path, "events"))?;
+                        decode_offset(&k).ok_or_else(|| RecordError::Corrupt {
+                            offset: 0,
+                            reason: "last key is not an offset".into(),
+                        })? + 1
+                    }
+                };
                 segment::write_format(path, legacy_end)?;
                 legacy_end
             }
@@ -213,43 +213,32 @@ impl Record {
                 ),
             });
         }
-        let last_recorded_ms = match &opened.last {
-            Some(bytes) => RecordedEvent::decode_recorded_at(next_offset - 1, bytes)?,
-            None if next_offset == 0 => 0,
-            None => {
-                let v = events
-                    .get(offset_key(next_offset - 1))
-                    .map_err(read_error(path, "events"))?
-                    .ok_or_else(|| RecordError::Corrupt {
-                        offset: next_offset - 1,
-                        reason: "the last event is missing".into(),
-                    })?;
-                RecordedEvent::decode_recorded_at(next_offset - 1, &v)?
-            }
-        };
-        Record {
-            inner: Arc::new(Inner {
-                path: path.to_path_buf(),
-                db,
-                events,
-                ids,
-                meta,
-                segments: opened.segments,
-                segments_from,
-                state: Mutex::new(State {
-                    next_offset,
-                    last_recorded_ms,
-                    queue: Vec::new(),
-                    next_ticket: 0,
-                    leader: false,
-                    results: HashMap::new(),
-                    poisoned: None,
-                    stats: RecordStats::default(),
-                }),
-                done: Condvar::new(),
+        let mut inner = Inner {
+            path: path.to_path_buf(),
+            db,
+            events,
+            ids,
+            meta,
+            segments: opened.segments,
+            segments_from,
+            state: Mutex::new(State {
+                next_offset,
+                last_recorded_ms: 0,
+                queue: Vec::new(),
+                next_ticket: 0,
+                leader: false,
+                results: HashMap::new(),
+                poisoned: None,
+                stats: RecordStats::default(),
             }),
+            done: Condvar::new(),
+        };
+        if next_offset > 0 {
+            // The last entry, wherever it is (a segment, or the keyspace of version 1).
+            let ms = RecordedEvent::decode_recorded_at(next_offset - 1, &inner.entry(next_offset - 1)?)?;
+            inner.state.get_mut().expect("record state lock").last_recorded_ms = ms;
         }
-        .with_ids_through(ids_through)
+        Record { inner: Arc::new(inner) }.with_ids_through(ids_through)
     }
 
     /// Stores the ids of the events from `ids_through` to the head, which a crash between a

@@ -263,25 +263,26 @@ impl Sparse {
 pub(crate) struct Scan {
     /// The whole groups' sparse index.
     pub(crate) sparse: Sparse,
-    /// The last whole entry's bytes.
-    pub(crate) last: Option<Vec<u8>>,
     /// Where the first group that is not whole starts, and why it is not, when one is.
     pub(crate) broken: Option<(u64, u64, String)>,
 }
 
+/// What [`scan`] calls with each entry (its offset and bytes).
+pub(crate) type OnEntry<'a> = dyn FnMut(u64, &[u8]) + 'a;
+
 /// Reads a segment's groups from its start, checking every entry's CRC and every group end,
 /// until the end of the file or the first group that is not whole.
-/// `on_entry` is called with each entry of a whole group, in order.
+/// `on_entry`, when given, is called with each entry of a whole group, in order (the group's
+/// entries are held until its end is checked, so only then).
 pub(crate) fn scan(
     file: &File,
     path: &Path,
     first: u64,
-    on_entry: &mut dyn FnMut(u64, &[u8]),
+    mut on_entry: Option<&mut OnEntry<'_>>,
 ) -> Result<Scan, RecordError> {
     let len = file.metadata().map_err(io_error(path))?.len();
     let mut frames = Frames::new(file, path, 0, len);
     let mut sparse = Sparse { marks: Vec::new(), end_offset: first, end_pos: 0 };
-    let mut last = None;
     let mut offset = first;
     let mut group_start = 0u64;
     let mut group_crc = crc_fast::Digest::new(CrcAlgorithm::Crc32Iscsi);
@@ -309,7 +310,9 @@ pub(crate) fn scan(
                 group_crc.update(&len.to_le_bytes());
                 group_crc.update(&crc(bytes).to_le_bytes());
                 group_crc.update(bytes);
-                group_entries.push(bytes.to_vec());
+                if on_entry.is_some() {
+                    group_entries.push(bytes.to_vec());
+                }
                 offset += 1;
             }
             Frame::GroupEnd { crc: sum } => {
@@ -322,11 +325,11 @@ pub(crate) fn scan(
                     break Some((group_start, sparse.end_offset, why.to_string()));
                 }
                 sparse.marks.append(&mut group_marks);
-                for (i, e) in group_entries.iter().enumerate() {
-                    on_entry(sparse.end_offset + i as u64, e);
+                if let Some(f) = on_entry.as_mut() {
+                    for (i, e) in group_entries.drain(..).enumerate() {
+                        f(sparse.end_offset + i as u64, &e);
+                    }
                 }
-                last = group_entries.pop().or(last);
-                group_entries.clear();
                 sparse.end_offset = offset;
                 group_start = frames.position();
                 sparse.end_pos = group_start;
@@ -334,7 +337,7 @@ pub(crate) fn scan(
             }
         }
     };
-    Ok(Scan { sparse, last, broken })
+    Ok(Scan { sparse, broken })
 }
 
 /// One segment file.
@@ -347,6 +350,11 @@ pub(crate) struct Segment {
 }
 
 impl Segment {
+    /// The error for `offset`, which this segment, ending at `end`, does not lead up to.
+    fn ends_before(&self, offset: u64, end: u64, and: &str) -> RecordError {
+        RecordError::Corrupt { offset, reason: format!("{} ends at offset {end}{and}", self.path.display()) }
+    }
+
     /// This segment's sparse index: kept, read from its `.idx`, or rebuilt by a scan.
     fn sparse(&self) -> Result<Arc<Sparse>, RecordError> {
         if let Some(s) = &*self.sparse.read().expect("segment index lock") {
@@ -360,7 +368,7 @@ impl Segment {
         let sparse = match from_file {
             Some(s) => s,
             None => {
-                let scan = scan(&self.file, &self.path, self.first, &mut |_, _| {})?;
+                let scan = scan(&self.file, &self.path, self.first, None)?;
                 if let Some((at, _, why)) = scan.broken {
                     return Err(damaged(&self.path, at, format!("a sealed segment: {why}")));
                 }
@@ -385,10 +393,9 @@ pub(crate) struct Segments {
 /// What opening the segments found.
 pub(crate) struct Opened {
     pub(crate) segments: Segments,
-    /// The offset after the last whole entry (`segments_from` when there is none).
+    /// The offset after the last whole entry: the open segment's end, which for an empty open
+    /// segment is its first offset (`segments_from` when there is no segment).
     pub(crate) next_offset: u64,
-    /// The last whole entry's bytes.
-    pub(crate) last: Option<Vec<u8>>,
 }
 
 impl Segments {
@@ -430,13 +437,12 @@ impl Segments {
         }
         let mut set = BTreeMap::new();
         let mut next_offset = segments_from;
-        let mut last = None;
         for (i, &first) in firsts.iter().enumerate() {
             let path = segment_path(dir, first);
             let file = File::options().read(true).write(true).open(&path).map_err(io_error(&path))?;
             let mut sparse = None;
             if i + 1 == firsts.len() {
-                let scan = scan(&file, &path, first, &mut |_, _| {})?;
+                let scan = scan(&file, &path, first, None)?;
                 if let Some((at, from_offset, why)) = scan.broken {
                     if from_offset < acknowledged {
                         return Err(damaged(
@@ -456,26 +462,9 @@ impl Segments {
                     file.set_len(at).and_then(|()| file.sync_all()).map_err(io_error(&path))?;
                 }
                 next_offset = scan.sparse.end_offset;
-                last = scan.last;
                 sparse = Some(Arc::new(scan.sparse));
             }
             set.insert(first, Arc::new(Segment { first, path, file, sparse: RwLock::new(sparse) }));
-        }
-        if last.is_none() && firsts.len() > 1 {
-            // The open segment is empty: the last entry is the sealed segment's before it.
-            let prev = &set[&firsts[firsts.len() - 2]];
-            let s = prev.sparse()?;
-            next_offset = s.end_offset;
-            let (pos, mut o) = s.seek(prev.first, s.end_offset.saturating_sub(1));
-            let mut frames = Frames::new(&prev.file, &prev.path, pos, s.end_pos);
-            while let Some(f) = frames.next()? {
-                if let Frame::Entry(b) = f {
-                    if o + 1 == s.end_offset {
-                        last = Some(b.to_vec());
-                    }
-                    o += 1;
-                }
-            }
         }
         Ok(Opened {
             segments: Segments {
@@ -485,7 +474,6 @@ impl Segments {
                 writer: Mutex::new(Vec::new()),
             },
             next_offset,
-            last,
         })
     }
 
@@ -510,14 +498,7 @@ impl Segments {
             })?;
             let sparse = seg.sparse()?;
             if at >= sparse.end_offset {
-                return Err(RecordError::Corrupt {
-                    offset: at,
-                    reason: format!(
-                        "{} ends at offset {}, and no segment follows it",
-                        seg.path.display(),
-                        sparse.end_offset
-                    ),
-                });
+                return Err(seg.ends_before(at, sparse.end_offset, ", and no segment follows it"));
             }
             let (pos, mut offset) = sparse.seek(seg.first, at);
             // The entries from the mark to `to` (plus the group ends among them).
@@ -557,14 +538,7 @@ impl Segments {
         if let Some(seg) = last {
             let sparse = seg.sparse()?;
             if sparse.end_offset != first {
-                return Err(RecordError::Corrupt {
-                    offset: first,
-                    reason: format!(
-                        "the open segment {} ends at offset {}",
-                        seg.path.display(),
-                        sparse.end_offset
-                    ),
-                });
+                return Err(seg.ends_before(first, sparse.end_offset, ", where the next group was to start"));
             }
             if sparse.end_pos < self.seal_at {
                 return Ok(seg);
@@ -665,11 +639,16 @@ pub(crate) fn check(
             ));
         }
         let mut bad = Vec::new();
-        let scanned = scan(&seg.file, &seg.path, seg.first, &mut |offset, bytes| {
-            if let Some(why) = decode(offset, bytes) {
-                bad.push(format!("{}: offset {offset}: {why}", seg.path.display()));
-            }
-        });
+        let scanned = scan(
+            &seg.file,
+            &seg.path,
+            seg.first,
+            Some(&mut |offset, bytes| {
+                if let Some(why) = decode(offset, bytes) {
+                    bad.push(format!("{}: offset {offset}: {why}", seg.path.display()));
+                }
+            }),
+        );
         problems.append(&mut bad);
         let scanned = match scanned {
             Ok(s) => s,
