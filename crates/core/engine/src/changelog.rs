@@ -13,7 +13,7 @@ use paimon::spec::BinaryRow;
 use paimon::{CommitMessage, Table};
 
 use crate::error::{arrow_err, paimon_err, shape_err, EngineError};
-use crate::rows::{self, KindRow};
+use crate::rows;
 use crate::window::{BeforeAfter, ClosedWindow};
 
 /// The before/after of every key changed by snapshot `id`, read from its changelog.
@@ -74,8 +74,7 @@ pub(crate) async fn attach(
     }
     let arrow = shape_err(name);
     let plain = rows::write_schema(table, false).map_err(paimon_err(name, "schema"))?;
-    let owned: Vec<KindRow> = changes.iter().map(|(k, r)| (*k, (*r).clone())).collect();
-    let user = rows::to_batch(&plain, &owned).map_err(arrow)?;
+    let user = rows::to_batch(&plain, &changes).map_err(arrow)?;
     let fields = table.schema().fields();
     let buckets: i32 = table.schema().options().get("bucket").and_then(|b| b.parse().ok()).unwrap_or(1);
     let mut by_bucket: BTreeMap<i32, Vec<u32>> = BTreeMap::new();
@@ -95,7 +94,7 @@ pub(crate) async fn attach(
         let mut columns: Vec<ArrayRef> = vec![
             Arc::new(Int64Array::from(vec![seq; idx.len()])),
             Arc::new(Int8Array::from(
-                idx.iter().map(|&i| owned[i as usize].0.to_value()).collect::<Vec<_>>(),
+                idx.iter().map(|&i| changes[i as usize].0.to_value()).collect::<Vec<_>>(),
             )),
         ];
         for c in user.columns() {

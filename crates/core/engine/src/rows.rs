@@ -31,16 +31,19 @@ pub fn write_schema(table: &paimon::Table, with_kind: bool) -> paimon::Result<Ar
     Ok(Arc::new(ArrowSchema::new(fields)))
 }
 
-/// Builds one batch from `rows` (each as wide as the table) against `schema`.
+/// Builds one batch from `rows` (each as wide as the table, owned or borrowed) against `schema`.
 ///
 /// # Errors
 /// A message when a value does not fit its column's Arrow type.
-pub fn to_batch(schema: &Arc<ArrowSchema>, rows: &[KindRow]) -> Result<RecordBatch, String> {
+pub fn to_batch<R: AsRef<[Value]>>(
+    schema: &Arc<ArrowSchema>,
+    rows: &[(RowKind, R)],
+) -> Result<RecordBatch, String> {
     let has_kind = schema.fields().last().is_some_and(|f| f.name() == VALUE_KIND_FIELD_NAME);
     let ncols = schema.fields().len() - usize::from(has_kind);
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
     for (c, field) in schema.fields().iter().take(ncols).enumerate() {
-        let values = rows.iter().map(|(_, r)| &r[c]);
+        let values = rows.iter().map(|(_, r)| &r.as_ref()[c]);
         columns.push(
             build_column(field.data_type(), values).map_err(|e| format!("column `{}`: {e}", field.name()))?,
         );

@@ -369,7 +369,7 @@ impl TableSink {
         self.oldest_uncommitted_ms.get_or_insert(recorded_at_ms);
         self.window_opened.get_or_insert_with(Instant::now);
         let t = self.tracking.as_mut().expect("row operations go to state tables");
-        t.apply(row.0, &row.1)
+        t.apply(row.0, row.1)
     }
 
     /// Adds archive rows (of this sink's Arrow schema) whose oldest was recorded at
@@ -608,7 +608,7 @@ async fn commit_window(
     };
     // The whole window as one batch, so each bucket gets one file per commit (a window holds
     // at most `MAX_WINDOW_KEYS` keys, a row each, and a removed key's delete).
-    let rows: Vec<KindRow> = window.rows().collect();
+    let rows: Vec<_> = window.rows().collect();
     let messages = if rows.is_empty() {
         Vec::new()
     } else {

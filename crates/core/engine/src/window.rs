@@ -10,6 +10,7 @@
 //! window fills: a key the next window touches takes its row at the last commit from the
 //! closed window until that commit has moved the lookup index.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -19,7 +20,6 @@ use paimon::spec::RowKind;
 
 use crate::error::EngineError;
 use crate::index::{Index, IndexMeta};
-use crate::rows::KindRow;
 use crate::triggers::{Change, CommitPoint, Effects, TableTriggers};
 
 /// A key's row at the last commit and now (`None`: no row).
@@ -111,7 +111,7 @@ impl Tracking {
     ///
     /// # Errors
     /// Lookup index errors reading the key's row at the last commit.
-    pub fn apply(&mut self, kind: RowKind, row: &[Value]) -> Result<(), EngineError> {
+    pub fn apply(&mut self, kind: RowKind, row: Vec<Value>) -> Result<(), EngineError> {
         let r = &*self.rules;
         let key = crate::index::key_bytes(r.key_idx.iter().map(|&i| &row[i]));
         let action = if kind.is_add() { Action::Upsert } else { Action::Delete };
@@ -130,12 +130,12 @@ impl Tracking {
                 e.insert(Touched::unchanged(before))
             }
         };
-        t.now = r.merger.apply(t.now.take(), action, row);
+        t.now = r.merger.apply(t.now.take(), action, &row);
         if action == Action::Delete && r.merger.removes_on_delete() {
             t.window = None;
             t.reset = true;
         } else {
-            t.window = r.merger.apply(t.window.take(), action, row);
+            t.window = r.merger.apply_owned(t.window.take(), action, row);
         }
         Ok(())
     }
@@ -207,7 +207,7 @@ impl ClosedWindow {
     ///
     /// The delete carries the key alone: Paimon's partial-update and aggregation engines start
     /// the key's row again from a delete's values, so any other value would come back.
-    pub fn rows(&self) -> impl Iterator<Item = KindRow> + '_ {
+    pub fn rows(&self) -> impl Iterator<Item = (RowKind, Cow<'_, [Value]>)> + '_ {
         let replaces = self.rules.merger.replaces_rows();
         self.touched.values().filter(|t| t.before != t.now).flat_map(move |t| {
             let delete = match &t.before {
@@ -216,11 +216,11 @@ impl ClosedWindow {
                     for &i in &self.rules.key_idx {
                         key_only[i] = b[i].clone();
                     }
-                    Some((RowKind::Delete, key_only))
+                    Some((RowKind::Delete, Cow::Owned(key_only)))
                 }
                 _ => None,
             };
-            delete.into_iter().chain(t.window.clone().map(|w| (RowKind::Insert, w)))
+            delete.into_iter().chain(t.window.as_deref().map(|w| (RowKind::Insert, Cow::Borrowed(w))))
         })
     }
 
@@ -300,6 +300,7 @@ mod tests {
     use livestate_spec::CompanySpec;
 
     use super::*;
+    use crate::rows::KindRow;
     use crate::testing::{example_company, row};
 
     /// The example company's spec and a fresh lookup index for it.
@@ -328,6 +329,11 @@ mod tests {
         closed
     }
 
+    /// The rows a closed window hands Paimon, owned (to compare with expected rows).
+    fn rows(w: &ClosedWindow) -> Vec<KindRow> {
+        w.rows().map(|(k, r)| (k, r.into_owned())).collect()
+    }
+
     fn owned(changes: Vec<(RowKind, &Vec<Value>)>) -> Vec<(RowKind, Vec<Value>)> {
         changes.into_iter().map(|(k, r)| (k, r.clone())).collect()
     }
@@ -341,16 +347,15 @@ mod tests {
             all.extend_from_slice(cells);
             row(&spec, "stock", &all)
         };
-        t.apply(RowKind::Insert, &stock("bolt", &[("on_hand", Value::Int(5))])).unwrap();
-        t.apply(RowKind::Insert, &stock("bolt", &[("reserved", Value::Int(2))])).unwrap();
-        t.apply(RowKind::Insert, &stock("nut", &[("on_hand", Value::Int(1))])).unwrap();
+        t.apply(RowKind::Insert, stock("bolt", &[("on_hand", Value::Int(5))])).unwrap();
+        t.apply(RowKind::Insert, stock("bolt", &[("reserved", Value::Int(2))])).unwrap();
+        t.apply(RowKind::Insert, stock("nut", &[("on_hand", Value::Int(1))])).unwrap();
         assert_eq!(t.keys(), 2);
         let bolt = stock("bolt", &[("on_hand", Value::Int(5)), ("reserved", Value::Int(2))]);
         let nut = stock("nut", &[("on_hand", Value::Int(1))]);
         let first = commit(&mut t, 10);
         // Keys in order; nothing was committed before, so every change is an insert.
-        let rows: Vec<KindRow> = first.rows().collect();
-        assert_eq!(rows, vec![(RowKind::Insert, bolt.clone()), (RowKind::Insert, nut.clone())]);
+        assert_eq!(rows(&first), vec![(RowKind::Insert, bolt.clone()), (RowKind::Insert, nut.clone())]);
         assert_eq!(
             owned(first.changes()),
             vec![(RowKind::Insert, bolt.clone()), (RowKind::Insert, nut.clone())]
@@ -359,13 +364,10 @@ mod tests {
 
         // The next window: bolt's row at the last commit comes from the window just committed,
         // Paimon gets only what this window set (it merges the rest), the changelog whole rows.
-        t.apply(RowKind::Insert, &stock("bolt", &[("on_hand", Value::Int(7))])).unwrap();
+        t.apply(RowKind::Insert, stock("bolt", &[("on_hand", Value::Int(7))])).unwrap();
         let bolt_now = stock("bolt", &[("on_hand", Value::Int(7)), ("reserved", Value::Int(2))]);
         let second = commit(&mut t, 20);
-        assert_eq!(
-            second.rows().collect::<Vec<_>>(),
-            vec![(RowKind::Insert, stock("bolt", &[("on_hand", Value::Int(7))]))]
-        );
+        assert_eq!(rows(&second), vec![(RowKind::Insert, stock("bolt", &[("on_hand", Value::Int(7))]))]);
         assert_eq!(
             owned(second.changes()),
             vec![(RowKind::UpdateBefore, bolt), (RowKind::UpdateAfter, bolt_now.clone())]
@@ -373,14 +375,11 @@ mod tests {
 
         // A third window reads nut's committed row back from the index (the last window did not
         // touch it); setting a column to the value it has changes nothing and writes nothing.
-        t.apply(RowKind::Insert, &stock("nut", &[("on_hand", Value::Int(1))])).unwrap();
-        t.apply(RowKind::Insert, &stock("bolt", &[("on_hand", Value::Int(8))])).unwrap();
+        t.apply(RowKind::Insert, stock("nut", &[("on_hand", Value::Int(1))])).unwrap();
+        t.apply(RowKind::Insert, stock("bolt", &[("on_hand", Value::Int(8))])).unwrap();
         let third = commit(&mut t, 30);
         let bolt_last = stock("bolt", &[("on_hand", Value::Int(8)), ("reserved", Value::Int(2))]);
-        assert_eq!(
-            third.rows().collect::<Vec<_>>(),
-            vec![(RowKind::Insert, stock("bolt", &[("on_hand", Value::Int(8))]))]
-        );
+        assert_eq!(rows(&third), vec![(RowKind::Insert, stock("bolt", &[("on_hand", Value::Int(8))]))]);
         assert_eq!(
             owned(third.changes()),
             vec![(RowKind::UpdateBefore, bolt_now), (RowKind::UpdateAfter, bolt_last)]
@@ -407,14 +406,14 @@ mod tests {
                 &[("item", s("bolt")), ("reserved_qty", Value::Int(qty)), ("open_lines", Value::Int(lines))],
             )
         };
-        t.apply(RowKind::Insert, &reserve(3)).unwrap();
-        t.apply(RowKind::Insert, &reserve(4)).unwrap();
+        t.apply(RowKind::Insert, reserve(3)).unwrap();
+        t.apply(RowKind::Insert, reserve(4)).unwrap();
         let first = commit(&mut t, 1);
-        assert_eq!(first.rows().collect::<Vec<_>>(), vec![(RowKind::Insert, total(7, 2))]);
-        t.apply(RowKind::Insert, &reserve(5)).unwrap();
+        assert_eq!(rows(&first), vec![(RowKind::Insert, total(7, 2))]);
+        t.apply(RowKind::Insert, reserve(5)).unwrap();
         let second = commit(&mut t, 2);
         // Paimon merges this with the committed 7: writing the running 12 would count 7 twice.
-        assert_eq!(second.rows().collect::<Vec<_>>(), vec![(RowKind::Insert, total(5, 1))]);
+        assert_eq!(rows(&second), vec![(RowKind::Insert, total(5, 1))]);
         assert_eq!(
             owned(second.changes()),
             vec![(RowKind::UpdateBefore, total(7, 2)), (RowKind::UpdateAfter, total(12, 3))]
@@ -434,19 +433,19 @@ mod tests {
         };
         let key_only =
             |order: &str| row(&spec, "open_orders", &[("order_id", s(order)), ("line", Value::Int(1))]);
-        t.apply(RowKind::Insert, &line("o1", 2)).unwrap();
-        t.apply(RowKind::Insert, &line("o2", 3)).unwrap();
+        t.apply(RowKind::Insert, line("o1", 2)).unwrap();
+        t.apply(RowKind::Insert, line("o2", 3)).unwrap();
         commit(&mut t, 1);
 
         // o1 deleted; o2 deleted then placed again; o3 placed then deleted within the window.
-        t.apply(RowKind::Delete, &line("o1", 2)).unwrap();
-        t.apply(RowKind::Delete, &line("o2", 3)).unwrap();
-        t.apply(RowKind::Insert, &line("o2", 4)).unwrap();
-        t.apply(RowKind::Insert, &line("o3", 1)).unwrap();
-        t.apply(RowKind::Delete, &line("o3", 1)).unwrap();
+        t.apply(RowKind::Delete, line("o1", 2)).unwrap();
+        t.apply(RowKind::Delete, line("o2", 3)).unwrap();
+        t.apply(RowKind::Insert, line("o2", 4)).unwrap();
+        t.apply(RowKind::Insert, line("o3", 1)).unwrap();
+        t.apply(RowKind::Delete, line("o3", 1)).unwrap();
         let w = commit(&mut t, 2);
         assert_eq!(
-            w.rows().collect::<Vec<_>>(),
+            rows(&w),
             vec![(RowKind::Delete, key_only("o1")), (RowKind::Insert, line("o2", 4))],
             "o3 never reached a commit, so Paimon hears nothing of it"
         );
@@ -469,14 +468,14 @@ mod tests {
         let (_tmp, spec, index) = setup();
         let mut t = tracking(&spec, "work_queue", &index);
         let job = |status: &str| row(&spec, "work_queue", &[("job_id", s("j1")), ("status", s(status))]);
-        t.apply(RowKind::Insert, &job("released")).unwrap();
+        t.apply(RowKind::Insert, job("released")).unwrap();
         commit(&mut t, 1);
-        t.apply(RowKind::Insert, &job("blocked")).unwrap();
+        t.apply(RowKind::Insert, job("blocked")).unwrap();
         // Closed, but its commit failed: nothing moved the index.
         let failed = t.close();
         assert_eq!(failed.rows().count(), 1);
         t.closed(false);
-        t.apply(RowKind::Insert, &job("done")).unwrap();
+        t.apply(RowKind::Insert, job("done")).unwrap();
         let w = commit(&mut t, 2);
         assert_eq!(
             owned(w.changes()),

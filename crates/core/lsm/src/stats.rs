@@ -4,7 +4,9 @@
 //! The `paimon` crate keeps its stats type and builder private but lets the type be
 //! deserialised, so statistics are computed here and handed over in its serde form.
 
-use arrow_array::RecordBatch;
+use arrow_array::{Array, RecordBatch};
+use arrow_ord::ord::make_comparator;
+use arrow_schema::SortOptions;
 use paimon::spec::{extract_datum_from_arrow, BinaryRow, DataType, Datum};
 use serde::de::DeserializeOwned;
 
@@ -67,16 +69,143 @@ impl MinMax {
 }
 
 /// Min, max and null count of columns `cols` (of Paimon types `types`) in `batch`.
+///
+/// Column by column: each column's smallest and largest value are found by comparing the
+/// Arrow array in place, and only those two become Paimon values. Float columns take the
+/// value-by-value path, whose comparison (`Datum`'s, under which NaN is neither smaller nor
+/// larger than anything) Arrow's total order does not share.
 pub(crate) fn column_stats<T: DeserializeOwned>(
     batch: &RecordBatch,
     cols: &[usize],
     types: &[DataType],
 ) -> Result<T, String> {
     let mut acc = MinMax::new(cols.len());
-    for row in 0..batch.num_rows() {
-        for (pos, (&col, ty)) in cols.iter().zip(types).enumerate() {
-            acc.add(pos, extract_datum_from_arrow(batch, row, col, ty).map_err(|e| e.to_string())?);
+    for (pos, (&col, ty)) in cols.iter().zip(types).enumerate() {
+        let array = batch.column(col);
+        let extract = |row: usize| extract_datum_from_arrow(batch, row, col, ty).map_err(|e| e.to_string());
+        if matches!(ty, DataType::Float(_) | DataType::Double(_)) {
+            for row in 0..batch.num_rows() {
+                acc.add(pos, extract(row)?);
+            }
+            continue;
         }
+        acc.add_nulls(pos, i64::try_from(array.null_count()).expect("rows fit i64"));
+        let Some((lo, hi)) = bounds(array.as_ref())? else { continue };
+        acc.add(pos, extract(lo)?);
+        acc.add(pos, extract(hi)?);
     }
     acc.finish(types)
+}
+
+/// The rows of `array`'s first smallest and first largest non-null value, `None` when every
+/// value is null.
+fn bounds(array: &dyn Array) -> Result<Option<(usize, usize)>, String> {
+    let cmp = make_comparator(array, array, SortOptions::default()).map_err(|e| e.to_string())?;
+    let mut valid = (0..array.len()).filter(|&i| array.is_valid(i));
+    let Some(first) = valid.next() else { return Ok(None) };
+    let (mut lo, mut hi) = (first, first);
+    for i in valid {
+        if cmp(i, lo).is_lt() {
+            lo = i;
+        } else if cmp(i, hi).is_gt() {
+            hi = i;
+        }
+    }
+    Ok(Some((lo, hi)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{
+        ArrayRef, BooleanArray, Decimal128Array, Float64Array, Int64Array, StringArray,
+        TimestampMillisecondArray,
+    };
+    use paimon::spec::{BigIntType, BooleanType, DecimalType, DoubleType, TimestampType, VarCharType};
+
+    use super::*;
+
+    /// Stats computed value by value, as before the column path: the oracle.
+    fn by_rows(batch: &RecordBatch, types: &[DataType]) -> MinMax {
+        let mut acc = MinMax::new(types.len());
+        for row in 0..batch.num_rows() {
+            for (col, ty) in types.iter().enumerate() {
+                acc.add(col, extract_datum_from_arrow(batch, row, col, ty).unwrap());
+            }
+        }
+        acc
+    }
+
+    fn by_columns(batch: &RecordBatch, types: &[DataType]) -> MinMax {
+        let mut acc = MinMax::new(types.len());
+        for (col, ty) in types.iter().enumerate() {
+            let one: serde_json::Value = column_stats(batch, &[col], std::slice::from_ref(ty)).unwrap();
+            let json = |k: &str| one[k].clone();
+            let row = |k: &str| {
+                let bytes: Vec<u8> = serde_json::from_value(json(k)).unwrap();
+                BinaryRow::from_serialized_bytes(&bytes).unwrap().get_datum(0, ty).unwrap()
+            };
+            acc.mins[col] = row("_MIN_VALUES");
+            acc.maxs[col] = row("_MAX_VALUES");
+            acc.nulls[col] = serde_json::from_value::<Vec<i64>>(json("_NULL_COUNTS")).unwrap()[0];
+        }
+        acc
+    }
+
+    #[test]
+    fn stats_taken_column_by_column_equal_stats_taken_value_by_value() {
+        let types = vec![
+            DataType::VarChar(VarCharType::default()),
+            DataType::BigInt(BigIntType::default()),
+            DataType::Boolean(BooleanType::default()),
+            DataType::Decimal(DecimalType::new(12, 2).unwrap()),
+            DataType::Timestamp(TimestampType::new(3).unwrap()),
+            DataType::Double(DoubleType::default()),
+            DataType::BigInt(BigIntType::default()),
+        ];
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(vec![
+                Some("pear"),
+                None,
+                Some("apple"),
+                Some("zebra"),
+                Some("Zebra"),
+            ])),
+            Arc::new(Int64Array::from(vec![Some(3), Some(-9), None, Some(i64::MAX), Some(-9)])),
+            Arc::new(BooleanArray::from(vec![Some(true), Some(false), Some(true), None, None])),
+            Arc::new(
+                Decimal128Array::from(vec![Some(150), Some(-25), None, Some(99_999), Some(0)])
+                    .with_precision_and_scale(12, 2)
+                    .unwrap(),
+            ),
+            Arc::new(TimestampMillisecondArray::from(vec![
+                Some(5),
+                Some(-1),
+                Some(1_700_000_000_000),
+                None,
+                Some(5),
+            ])),
+            Arc::new(Float64Array::from(vec![Some(1.5), Some(f64::NAN), Some(-2.0), None, Some(7.25)])),
+            Arc::new(Int64Array::from(vec![None::<i64>; 5])),
+        ];
+        let fields: Vec<arrow_schema::Field> = columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| arrow_schema::Field::new(format!("c{i}"), c.data_type().clone(), true))
+            .collect();
+        let batch = RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), columns).unwrap();
+        let (rows, cols) = (by_rows(&batch, &types), by_columns(&batch, &types));
+        assert_eq!(cols.mins, rows.mins);
+        assert_eq!(cols.maxs, rows.maxs);
+        assert_eq!(cols.nulls, rows.nulls);
+        assert_eq!(cols.mins[0], Some(Datum::String("Zebra".into())), "bytes order: upper case first");
+        assert_eq!(cols.maxs[1], Some(Datum::Long(i64::MAX)));
+        assert_eq!(cols.nulls, vec![1, 1, 2, 1, 1, 1, 5]);
+        assert_eq!(
+            (cols.mins[6].clone(), cols.maxs[6].clone()),
+            (None, None),
+            "a column of nulls has no bounds"
+        );
+    }
 }

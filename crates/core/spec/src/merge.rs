@@ -137,6 +137,21 @@ impl Merger {
         }
     }
 
+    /// [`Merger::apply`] with `row` owned: where the result is `row` itself (an upsert that
+    /// replaces the row, or one that meets no row), it is moved rather than copied.
+    pub fn apply_owned(
+        &self,
+        current: Option<Vec<Value>>,
+        action: Action,
+        row: Vec<Value>,
+    ) -> Option<Vec<Value>> {
+        match (action, self.engine, current) {
+            (Action::Upsert, MergeEngine::Deduplicate, _) => Some(row),
+            (Action::Upsert, MergeEngine::FirstRow | MergeEngine::PartialUpdate, None) => Some(row),
+            (_, _, current) => self.apply(current, action, &row),
+        }
+    }
+
     fn fold(&self, mut acc: Vec<Value>, row: &[Value], first: bool) -> Vec<Value> {
         for ((slot, v), f) in acc.iter_mut().zip(row).zip(&self.folds) {
             let a: &Value = slot;
@@ -279,6 +294,40 @@ mod tests {
     fn a_delete_on_a_deduplicate_table_removes_the_row() {
         let dedup = Merger::new(&table("work_queue")).unwrap();
         assert_eq!(dedup.apply(Some(work_row("a")), Action::Delete, &work_row("b")), None);
+    }
+
+    #[test]
+    fn applying_an_owned_row_merges_as_applying_a_borrowed_one_for_every_engine() {
+        for name in ["stock", "work_queue", "item_first_seen", "reservations_total"] {
+            let t = table(name);
+            let m = Merger::new(&t).unwrap();
+            let width = t.columns.len();
+            // Rows that set different columns, a null, and an int where aggregation sums.
+            let rows: Vec<Vec<Value>> = (0..3i64)
+                .map(|i| {
+                    let mut r = vec![Value::Null; width];
+                    for (c, col) in t.columns.keys().enumerate() {
+                        if t.is_key(col) {
+                            r[c] = s("k");
+                        } else if (c as i64 + i) % 2 == 0 {
+                            r[c] = Value::Int(i + 1);
+                        }
+                    }
+                    r
+                })
+                .collect();
+            for current in [None, Some(rows[0].clone())] {
+                for action in [Action::Upsert, Action::Delete] {
+                    for row in &rows {
+                        assert_eq!(
+                            m.apply_owned(current.clone(), action, row.clone()),
+                            m.apply(current.clone(), action, row),
+                            "table {name}, {action:?} onto {current:?}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     fn work_row(v: &str) -> Vec<Value> {
