@@ -13,6 +13,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use livestate_spec::Freshness;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::Ingest;
@@ -33,6 +34,8 @@ pub struct Options {
     pub batch: usize,
     /// Runs of each build.
     pub rounds: usize,
+    /// Every table's freshness budget in place of the workload spec's, when given.
+    pub budget: Option<Freshness>,
     pub workload: WorkloadArgs,
     pub work_dir: WorkDirArgs,
 }
@@ -127,6 +130,40 @@ impl Ab {
     }
 }
 
+/// Sets every table of the spec in `spec_dir` to the freshness `budget`.
+///
+/// # Errors
+/// The tables file cannot be read or written, or it has a table without a `freshness` line
+/// (the workload's spec changed shape: nothing is run on a spec only partly set).
+fn set_budgets(spec_dir: &Path, budget: Freshness) -> Result<()> {
+    let path = spec_dir.join("tables.toml");
+    let text = std::fs::read_to_string(&path).map_err(BenchError::io("read", &path))?;
+    // A table's own header (`[tables.stock]`), not one of its sub-tables (`[tables.stock.options]`).
+    let tables = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("[tables.")?.strip_suffix(']'))
+        .filter(|name| !name.contains('.'))
+        .count();
+    let mut set = 0;
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| match l.trim_start().starts_with("freshness =") {
+            true => {
+                set += 1;
+                format!("freshness = \"{budget}\"")
+            }
+            false => l.to_string(),
+        })
+        .collect();
+    if set == 0 || set != tables {
+        return Err(BenchError::Usage(format!(
+            "{}: {set} freshness lines for {tables} tables; cannot set every table's budget",
+            path.display()
+        )));
+    }
+    std::fs::write(&path, lines.join("\n") + "\n").map_err(BenchError::io("write", &path))
+}
+
 /// Writes the workload, then ingests it with each build in turns.
 ///
 /// # Errors
@@ -150,6 +187,9 @@ pub fn run(o: &Options) -> Result<Ab> {
 fn run_in(o: &Options, work: &Path) -> Result<Ab> {
     let events = write_events(work, o.workload.seed, o.workload.events, o.workload.item_locations)?;
     let spec = write_spec(work)?;
+    if let Some(budget) = o.budget {
+        set_budgets(&spec, budget)?;
+    }
     let dir = work.join("livestate");
     let mut runs = Vec::with_capacity(2 * o.rounds);
     for round in 1..=o.rounds {
@@ -177,4 +217,37 @@ fn run_in(o: &Options, work: &Path) -> Result<Ab> {
         }
     }
     Ok(Ab { base: o.base.clone(), new: o.new.clone(), batch: o.batch, events: o.workload.events, runs })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_budget_given_to_ab_is_every_table_budget_in_the_spec_the_builds_load() {
+        let tmp = tempfile::tempdir().unwrap();
+        let spec = write_spec(tmp.path()).unwrap();
+        let minute: Freshness = "1m".parse().unwrap();
+        set_budgets(&spec, minute).unwrap();
+        let loaded = livestate_spec::CompanySpec::load_dir(&spec).unwrap();
+        assert_eq!(loaded.tables.len(), 3);
+        for t in loaded.tables.values() {
+            assert_eq!(t.freshness, minute, "table {}", t.name);
+        }
+    }
+
+    #[test]
+    fn a_spec_with_a_table_lacking_a_budget_line_is_refused_not_half_set() {
+        let tmp = tempfile::tempdir().unwrap();
+        let spec = write_spec(tmp.path()).unwrap();
+        let path = spec.join("tables.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let first = text.lines().position(|l| l.starts_with("freshness =")).unwrap();
+        let without: Vec<&str> =
+            text.lines().enumerate().filter(|(i, _)| *i != first).map(|(_, l)| l).collect();
+        std::fs::write(&path, without.join("\n")).unwrap();
+        let e = set_budgets(&spec, "1m".parse().unwrap()).unwrap_err().to_string();
+        assert!(e.contains("2 freshness lines for 3 tables"), "{e}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), without.join("\n"), "nothing written");
+    }
 }

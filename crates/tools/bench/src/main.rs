@@ -82,6 +82,11 @@ enum Step {
         /// Runs of each build
         #[arg(long, default_value_t = 3)]
         rounds: usize,
+        /// Every table's freshness budget, in place of the workload's (`1m`, say): long
+        /// budgets close windows at their key limit, so both builds commit as often and the
+        /// CPU per event is compared alone
+        #[arg(long)]
+        budget: Option<livestate_spec::Freshness>,
         #[command(flatten)]
         workload: WorkloadArgs,
         #[command(flatten)]
@@ -226,7 +231,7 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
         Some(Step::Steady { dir, item_locations, seed, commits, lookups }) => {
             json(&engine::steady(&dir, item_locations, seed, commits, EVENTS_PER_COMMIT, lookups).await?)
         }
-        Some(Step::Ab { base, new, batch, rounds, workload, work_dir, json }) => {
+        Some(Step::Ab { base, new, batch, rounds, budget, workload, work_dir, json }) => {
             let new = match new {
                 Some(n) => n,
                 None => std::env::current_exe().map_err(|source| livestate_bench::BenchError::Io {
@@ -235,7 +240,7 @@ async fn main_async(cli: Cli) -> livestate_bench::Result<()> {
                     source,
                 })?,
             };
-            let o = ab::Options { base, new, batch, rounds, workload, work_dir };
+            let o = ab::Options { base, new, batch, rounds, budget, workload, work_dir };
             let results = ab::run(&o)?;
             println!("{}", results.markdown());
             if let Some(path) = json {
