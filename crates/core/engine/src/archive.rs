@@ -348,11 +348,9 @@ async fn commit(
     inline: bool,
     shared: &Shared,
 ) -> Result<bool, EngineError> {
-    upkeep.before_commit(sink.maintainer()).await;
-    let made = sink.commit().await?.is_some();
+    let made = crate::upkeep::commit_with_upkeep(sink, upkeep, inline).await? > 0;
     if made {
         shared.commits.fetch_add(1, Ordering::AcqRel);
-        upkeep.after_commit(sink.maintainer(), inline).await;
     }
     Ok(made)
 }

@@ -19,7 +19,7 @@ use crate::sink::{TableLocks, TableSink};
 use crate::spend::{apportion, cpu_timed};
 use crate::status::{Status, TableProgress};
 use crate::tail::{Tail, Taken};
-use crate::upkeep::Upkeep;
+use crate::upkeep::{collect_with_upkeep, commit_with_upkeep, Upkeep};
 use crate::window::Tracking;
 use crate::Catalog;
 
@@ -104,14 +104,7 @@ impl StateSink {
     /// runs the upkeep its budget asks after a commit (`inline`: in place, at catch-up and
     /// shutdown); the snapshots made (0 or 1).
     async fn collect(&mut self, wait: bool, inline: bool) -> Result<u64, EngineError> {
-        if !wait && !self.sink.commit_finished() {
-            return Ok(0);
-        }
-        let made = self.sink.finish_commit().await?.is_some();
-        if made {
-            self.upkeep.after_commit(self.sink.maintainer(), inline).await;
-        }
-        Ok(u64::from(made))
+        collect_with_upkeep(&mut self.sink, &mut self.upkeep, wait, inline).await
     }
 
     /// Starts committing what the table has pending, on a task of its own, after the commit
@@ -127,8 +120,7 @@ impl StateSink {
     /// Commits what the table has pending and waits for it; the snapshots made since the last
     /// collection (the commit that was running and this one).
     async fn commit(&mut self, inline: bool) -> Result<u64, EngineError> {
-        let made = self.start_commit().await?;
-        Ok(made + self.collect(true, inline).await?)
+        commit_with_upkeep(&mut self.sink, &mut self.upkeep, inline).await
     }
 }
 

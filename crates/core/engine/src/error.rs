@@ -118,7 +118,12 @@ pub enum EngineError {
         "table {table} is damaged: {} (while: {cause})",
         .problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
     )]
-    Damaged { table: String, problems: Vec<livestate_lsm::Problem>, cause: String },
+    Damaged {
+        table: String,
+        problems: Vec<livestate_lsm::Problem>,
+        #[source]
+        cause: Box<EngineError>,
+    },
     /// A `--warehouse` location (or the recorded one) that cannot be used.
     #[error("warehouse {uri}: {message}")]
     BadWarehouse { uri: String, message: String },
@@ -307,5 +312,34 @@ mod tests {
             source: arrow_schema::ArrowError::InvalidArgumentError("lengths differ".into()),
         };
         assert!(e.source().and_then(|s| s.downcast_ref::<arrow_schema::ArrowError>()).is_some(), "{e}");
+    }
+
+    #[test]
+    fn damage_found_after_a_failure_keeps_the_failure_typed_as_its_cause() {
+        use std::error::Error as _;
+        let problem =
+            livestate_lsm::Problem { file: "bucket-0/data-1.parquet".into(), message: "missing".into() };
+        let failure = EngineError::UnknownTable { name: "stok".into(), known: vec!["stock".into()] };
+        let text = failure.to_string();
+        let e = EngineError::Damaged {
+            table: "state.stock".into(),
+            problems: vec![problem.clone()],
+            cause: Box::new(failure),
+        };
+        assert_eq!(e.to_string(), format!("table state.stock is damaged: {problem} (while: {text})"));
+        // The source is the boxed error itself (a `Box<EngineError>`), whole.
+        let cause = e.source().and_then(|s| s.downcast_ref::<Box<EngineError>>()).expect("the cause, typed");
+        assert!(matches!(**cause, EngineError::UnknownTable { .. }));
+        assert_eq!(e.kind(), ErrorKind::Internal);
+
+        let lsm = livestate_lsm::LsmError::Refused { table: "state.stock".into(), message: "busy".into() };
+        let damaged = livestate_lsm::LsmError::Damaged {
+            table: "state.stock".into(),
+            problems: vec![problem],
+            cause: Some(Box::new(lsm)),
+        };
+        assert!(damaged.to_string().ends_with("(while: table state.stock: busy)"), "{damaged}");
+        let cause = damaged.source().and_then(|s| s.downcast_ref::<Box<livestate_lsm::LsmError>>());
+        assert!(matches!(cause.map(|c| &**c), Some(livestate_lsm::LsmError::Refused { .. })));
     }
 }

@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 
 use livestate_lsm::{CompactMode, CompactReport, ExpireReport, LsmError, Maintainer};
 
+use crate::error::EngineError;
+use crate::sink::TableSink;
 use crate::spend::{cpu_timed, SpendMeter};
 use livestate_spec::Freshness;
 use tokio::task::JoinHandle;
@@ -53,6 +55,49 @@ impl Cadence {
 
 /// A compaction's outcome, its wall time and its CPU time.
 type Compacted = ((Result<CompactReport, LsmError>, Duration), Duration);
+
+/// Collects `sink`'s running commit when it has finished (or waits for it, `wait`), with the
+/// upkeep `upkeep` asks after it (`inline`: in place, at catch-up and shutdown); the snapshots
+/// made (0 or 1). A sink that commits in place (the archive) has none running.
+///
+/// # Errors
+/// The running commit failed.
+pub(crate) async fn collect_with_upkeep(
+    sink: &mut TableSink,
+    upkeep: &mut Upkeep,
+    wait: bool,
+    inline: bool,
+) -> Result<u64, EngineError> {
+    if !wait && !sink.commit_finished() {
+        return Ok(0);
+    }
+    let made = sink.finish_commit().await?.is_some();
+    if made {
+        upkeep.after_commit(sink.maintainer(), inline).await;
+    }
+    Ok(u64::from(made))
+}
+
+/// Commits everything `sink` has pending and waits for it, with the upkeep `upkeep` asks before
+/// and after, the one way a table commits with its upkeep (state tables and the archive alike):
+/// a commit still running is collected first, with its own upkeep after it. The snapshots
+/// made (the running commit's and this one).
+///
+/// # Errors
+/// Paimon and index errors of either commit.
+pub(crate) async fn commit_with_upkeep(
+    sink: &mut TableSink,
+    upkeep: &mut Upkeep,
+    inline: bool,
+) -> Result<u64, EngineError> {
+    let mut made = collect_with_upkeep(sink, upkeep, true, false).await?;
+    upkeep.before_commit(sink.maintainer()).await;
+    if sink.commit().await?.is_some() {
+        made += 1;
+        upkeep.after_commit(sink.maintainer(), inline).await;
+    }
+    Ok(made)
+}
 
 pub(crate) struct Upkeep {
     cadence: Cadence,

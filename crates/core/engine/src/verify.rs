@@ -138,6 +138,6 @@ pub(crate) async fn diagnose(
     if problems.is_empty() {
         e
     } else {
-        EngineError::Damaged { table: name.to_string(), problems, cause: e.to_string() }
+        EngineError::Damaged { table: name.to_string(), problems, cause: Box::new(e) }
     }
 }

@@ -44,7 +44,12 @@ pub enum LsmError {
         .problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
         .cause.as_ref().map(|c| format!(" (while: {c})")).unwrap_or_default()
     )]
-    Damaged { table: String, problems: Vec<Problem>, cause: Option<String> },
+    Damaged {
+        table: String,
+        problems: Vec<Problem>,
+        #[source]
+        cause: Option<Box<LsmError>>,
+    },
     /// This process no longer owns the table's writes ([`crate::Fence`]): nothing was written.
     #[error("table {table}: {what} refused: {reason}")]
     Fenced { table: String, what: &'static str, reason: String },

@@ -260,7 +260,7 @@ impl Maintainer {
         if problems.is_empty() {
             e
         } else {
-            LsmError::Damaged { table: self.name.clone(), problems, cause: Some(e.to_string()) }
+            LsmError::Damaged { table: self.name.clone(), problems, cause: Some(Box::new(e)) }
         }
     }
 
