@@ -7,7 +7,8 @@
 //! (record offset) the index reflects; a table whose index does not match its latest
 //! livestate snapshot is rebuilt from Paimon when the derivers open.
 //!
-//! Keys are the primary-key values as a JSON array; rows are the full row as a JSON array.
+//! Keys are the primary-key values as a JSON array; rows are the full row in the binary
+//! encoding of [`crate::index_row`] (JSON arrays in rows an older livestate stored).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -406,18 +407,23 @@ impl Index {
         table: &str,
         values: impl IntoIterator<Item = &'v Value>,
     ) -> Result<Vec<Vec<Value>>, EngineError> {
-        let needles: Vec<Vec<u8>> = values
+        // Each value's bytes in both encodings a stored row may have (rows stored as JSON by
+        // an older livestate stay until their key changes).
+        let needles: Vec<[Vec<u8>; 2]> = values
             .into_iter()
             .filter(|v| matches!(v, Value::String(_) | Value::Int(_) | Value::Bool(_)))
-            .map(|v| serde_json::to_vec(&v.to_json()).expect("values encode"))
+            .map(|v| [crate::index_row::needle(v), serde_json::to_vec(&v.to_json()).expect("values encode")])
             .collect();
-        let finders: Vec<memchr::memmem::Finder<'_>> =
-            needles.iter().map(memchr::memmem::Finder::new).collect();
+        let finders: Vec<[memchr::memmem::Finder<'_>; 2]> = needles
+            .iter()
+            .map(|[binary, json]| [memchr::memmem::Finder::new(binary), memchr::memmem::Finder::new(json)])
+            .collect();
         let t = self.table(table)?;
         let mut stored = Vec::new();
         for kv in t.rows.iter() {
             let (_, v) = kv.into_inner().map_err(store_err(table))?;
-            if finders.iter().all(|f| f.find(&v).is_some()) {
+            let json = v.first() != Some(&crate::index_row::VERSION);
+            if finders.iter().all(|f| f[usize::from(json)].find(&v).is_some()) {
                 stored.push(v);
             }
         }
@@ -498,7 +504,7 @@ pub fn key_bytes<'a>(values: impl Iterator<Item = &'a Value>) -> Vec<u8> {
 }
 
 fn encode_row(row: &[Value]) -> Vec<u8> {
-    Value::json_array(row)
+    crate::index_row::encode(row)
 }
 
 /// Rows read at once above which [`decode_rows`] decodes on every core.
@@ -568,7 +574,7 @@ fn decode_row(table: &str, types: &[ValueType], bytes: &[u8]) -> Result<Vec<Valu
         table: table.into(),
         message: format!("stored row does not decode: {m}"),
     };
-    Value::row_from_json(bytes, types).map_err(bad)
+    crate::index_row::decode(bytes, types).map_err(bad)
 }
 
 #[cfg(test)]
@@ -611,6 +617,36 @@ mod tests {
 
     /// Integer keys do not sort as their JSON bytes do (`10` before `9`): rows come back in key
     /// order all the same, whether decoded on one thread or on every core.
+    #[test]
+    fn rows_an_older_livestate_stored_as_json_read_beside_binary_ones_and_filter_alike() {
+        let tmp = tempfile::tempdir().unwrap();
+        let spec = example_company();
+        let index = Index::open(tmp.path(), &spec).unwrap();
+        let line = |order: &str, qty: i64| {
+            let cells = [
+                ("order_id", Value::String(order.into())),
+                ("line", Value::Int(1)),
+                ("qty", Value::Int(qty)),
+            ];
+            row(&spec, "open_orders", &cells)
+        };
+        let (binary, json) = (line("o-new", 7), line("o-old", 7));
+        index.rebuild("open_orders", std::slice::from_ref(&binary), meta(1)).unwrap();
+        // A row as an index written before the binary encoding holds it.
+        let t = index.table("open_orders").unwrap();
+        let old_key = index.key_of("open_orders", &json).unwrap();
+        t.rows.insert(&old_key, Value::json_array(&json)).unwrap();
+        assert_eq!(index.get("open_orders", &old_key).unwrap(), Some(json.clone()));
+        let new_key = index.key_of("open_orders", &binary).unwrap();
+        let stored = t.rows.get(&new_key).unwrap().unwrap();
+        assert_eq!(stored[0], crate::index_row::VERSION, "new rows are written in the binary encoding");
+        // A filter finds the value in either encoding, and skips rows holding neither.
+        let both = index.rows_matching("open_orders", [&Value::Int(7)]).unwrap();
+        assert_eq!(both, vec![binary.clone(), json.clone()]);
+        assert_eq!(index.rows_matching("open_orders", [&Value::String("o-old".into())]).unwrap(), vec![json]);
+        assert!(index.rows_matching("open_orders", [&Value::Int(8)]).unwrap().is_empty());
+    }
+
     #[test]
     fn rows_come_back_in_key_order_though_their_bytes_sort_otherwise() {
         let tmp = tempfile::tempdir().unwrap();

@@ -17,6 +17,7 @@ mod error;
 pub mod flink;
 mod follow;
 pub mod index;
+mod index_row;
 mod layout;
 pub mod lease;
 pub mod local_io;
