@@ -19,6 +19,7 @@ use livestate_spec::{CompanySpec, Value, ValueType};
 use serde::{Deserialize, Serialize};
 
 use crate::error::EngineError;
+use crate::index_row::{self, Needle};
 use crate::triggers::{Effects, Firing};
 
 /// Which commit a table's index reflects.
@@ -289,7 +290,7 @@ impl Index {
         }
         for (key, row) in changes {
             match row {
-                Some(r) => batch.insert(&t.rows, key, encode_row(r)),
+                Some(r) => batch.insert(&t.rows, key, index_row::encode(r)),
                 None => batch.remove(&t.rows, key),
             }
         }
@@ -351,7 +352,7 @@ impl Index {
             }
         }
         for (k, r) in &keyed {
-            batch.insert(&t.rows, k.as_slice(), encode_row(r));
+            batch.insert(&t.rows, k.as_slice(), index_row::encode(r));
         }
         batch.insert(&self.meta, table.as_bytes(), serde_json::to_vec(&meta).expect("meta encodes"));
         {
@@ -407,23 +408,12 @@ impl Index {
         table: &str,
         values: impl IntoIterator<Item = &'v Value>,
     ) -> Result<Vec<Vec<Value>>, EngineError> {
-        // Each value's bytes in both encodings a stored row may have (rows stored as JSON by
-        // an older livestate stay until their key changes).
-        let needles: Vec<[Vec<u8>; 2]> = values
-            .into_iter()
-            .filter(|v| matches!(v, Value::String(_) | Value::Int(_) | Value::Bool(_)))
-            .map(|v| [crate::index_row::needle(v), serde_json::to_vec(&v.to_json()).expect("values encode")])
-            .collect();
-        let finders: Vec<[memchr::memmem::Finder<'_>; 2]> = needles
-            .iter()
-            .map(|[binary, json]| [memchr::memmem::Finder::new(binary), memchr::memmem::Finder::new(json)])
-            .collect();
+        let needles: Vec<Needle> = values.into_iter().filter_map(Needle::new).collect();
         let t = self.table(table)?;
         let mut stored = Vec::new();
         for kv in t.rows.iter() {
             let (_, v) = kv.into_inner().map_err(store_err(table))?;
-            let json = v.first() != Some(&crate::index_row::VERSION);
-            if finders.iter().all(|f| f[usize::from(json)].find(&v).is_some()) {
+            if needles.iter().all(|n| n.found_in(&v)) {
                 stored.push(v);
             }
         }
@@ -503,10 +493,6 @@ pub fn key_bytes<'a>(values: impl Iterator<Item = &'a Value>) -> Vec<u8> {
     Value::json_array(values)
 }
 
-fn encode_row(row: &[Value]) -> Vec<u8> {
-    crate::index_row::encode(row)
-}
-
 /// Rows read at once above which [`decode_rows`] decodes on every core.
 const PARALLEL_DECODE_ROWS: usize = 8192;
 
@@ -574,7 +560,7 @@ fn decode_row(table: &str, types: &[ValueType], bytes: &[u8]) -> Result<Vec<Valu
         table: table.into(),
         message: format!("stored row does not decode: {m}"),
     };
-    crate::index_row::decode(bytes, types).map_err(bad)
+    index_row::decode(bytes, types).map_err(bad)
 }
 
 #[cfg(test)]
@@ -615,8 +601,6 @@ mod tests {
         assert_eq!(index.meta("no_such_table").unwrap(), None);
     }
 
-    /// Integer keys do not sort as their JSON bytes do (`10` before `9`): rows come back in key
-    /// order all the same, whether decoded on one thread or on every core.
     #[test]
     fn rows_an_older_livestate_stored_as_json_read_beside_binary_ones_and_filter_alike() {
         let tmp = tempfile::tempdir().unwrap();
@@ -639,7 +623,7 @@ mod tests {
         assert_eq!(index.get("open_orders", &old_key).unwrap(), Some(json.clone()));
         let new_key = index.key_of("open_orders", &binary).unwrap();
         let stored = t.rows.get(&new_key).unwrap().unwrap();
-        assert_eq!(stored[0], crate::index_row::VERSION, "new rows are written in the binary encoding");
+        assert_eq!(stored[0], index_row::VERSION, "new rows are written in the binary encoding");
         // A filter finds the value in either encoding, and skips rows holding neither.
         let both = index.rows_matching("open_orders", [&Value::Int(7)]).unwrap();
         assert_eq!(both, vec![binary.clone(), json.clone()]);
@@ -647,6 +631,8 @@ mod tests {
         assert!(index.rows_matching("open_orders", [&Value::Int(8)]).unwrap().is_empty());
     }
 
+    /// Integer keys do not sort as their JSON bytes do (`10` before `9`): rows come back in key
+    /// order all the same, whether decoded on one thread or on every core.
     #[test]
     fn rows_come_back_in_key_order_though_their_bytes_sort_otherwise() {
         let tmp = tempfile::tempdir().unwrap();

@@ -14,7 +14,7 @@
 //! ```
 //!
 //! Integers are little-endian. Every value has exactly one encoding, so a row holding a value
-//! holds its encoding's bytes ([`Index::rows_matching`](crate::index::Index::rows_matching)
+//! holds its encoding's bytes ([`Needle`]: [`Index::rows_matching`](crate::index::Index::rows_matching)
 //! narrows scans by that).
 
 use livestate_spec::types::millis_to_timestamp;
@@ -44,7 +44,7 @@ pub(crate) fn encode(row: &[Value]) -> Vec<u8> {
 }
 
 /// Appends the encoding of one value.
-pub(crate) fn push(out: &mut Vec<u8>, v: &Value) {
+fn push(out: &mut Vec<u8>, v: &Value) {
     match v {
         Value::Null => out.push(NULL),
         Value::Bool(false) => out.push(FALSE),
@@ -72,10 +72,38 @@ pub(crate) fn push(out: &mut Vec<u8>, v: &Value) {
 }
 
 /// The encoding of `v` alone: the bytes every stored row holding `v` contains.
-pub(crate) fn needle(v: &Value) -> Vec<u8> {
+fn needle(v: &Value) -> Vec<u8> {
     let mut out = Vec::new();
     push(&mut out, v);
     out
+}
+
+/// A value looked for in stored rows without decoding them, in whichever encoding each row
+/// has (rows an older livestate stored as JSON stay until their key changes).
+pub(crate) struct Needle {
+    binary: memchr::memmem::Finder<'static>,
+    json: memchr::memmem::Finder<'static>,
+}
+
+impl Needle {
+    /// A needle for `v`, when its bytes narrow a scan: strings, integers and booleans, each of
+    /// which has exactly one encoding in either format (other values are left to the caller).
+    pub fn new(v: &Value) -> Option<Needle> {
+        if !matches!(v, Value::String(_) | Value::Int(_) | Value::Bool(_)) {
+            return None;
+        }
+        let json = serde_json::to_vec(&v.to_json()).expect("values encode");
+        Some(Needle {
+            binary: memchr::memmem::Finder::new(&needle(v)).into_owned(),
+            json: memchr::memmem::Finder::new(&json).into_owned(),
+        })
+    }
+
+    /// Whether the stored row `bytes` may hold the value: false only when it cannot.
+    pub fn found_in(&self, bytes: &[u8]) -> bool {
+        let finder = if bytes.first() == Some(&VERSION) { &self.binary } else { &self.json };
+        finder.find(bytes).is_some()
+    }
 }
 
 /// Decodes a stored row of a table whose columns have `types`: this encoding, or a JSON array
