@@ -16,7 +16,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 use crate::error::{paimon_err, LsmError, Result};
-use crate::stats::column_stats;
+use crate::stats::column_bounds;
 
 /// Where a file comes from (`_FILE_SOURCE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,9 +139,10 @@ async fn write_named(
         .collect();
     let key_types: Vec<DataType> = pk_idx.iter().map(|&i| fields[i].data_type().clone()).collect();
     let all_types: Vec<DataType> = fields.iter().map(|f| f.data_type().clone()).collect();
-    let key_stats = column_stats(&user, &pk_idx, &key_types).map_err(fail)?;
-    let value_stats =
-        column_stats(&user, &(0..fields.len()).collect::<Vec<_>>(), &all_types).map_err(fail)?;
+    // Each column's bounds once: the key columns' statistics are theirs, projected.
+    let bounds = column_bounds(&user, &all_types).map_err(fail)?;
+    let key_stats = bounds.project(&pk_idx).finish(&key_types).map_err(fail)?;
+    let value_stats = bounds.finish(&all_types).map_err(fail)?;
     let key_of = |row: usize| {
         BinaryRow::from_arrow(&user, row, &pk_idx, fields)
             .map(|r| r.to_serialized_bytes())

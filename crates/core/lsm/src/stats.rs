@@ -62,39 +62,45 @@ impl MinMax {
         self.nulls[pos] += n;
     }
 
+    /// The same statistics for the columns at `cols` only, in that order (a file's key
+    /// columns, say).
+    pub fn project(&self, cols: &[usize]) -> MinMax {
+        MinMax {
+            mins: cols.iter().map(|&c| self.mins[c].clone()).collect(),
+            maxs: cols.iter().map(|&c| self.maxs[c].clone()).collect(),
+            nulls: cols.iter().map(|&c| self.nulls[c]).collect(),
+        }
+    }
+
     /// Paimon's stats value for columns of Paimon types `types`.
     pub fn finish<T: DeserializeOwned>(&self, types: &[DataType]) -> Result<T, String> {
         stats(&self.mins, &self.maxs, &self.nulls, types)
     }
 }
 
-/// Min, max and null count of columns `cols` (of Paimon types `types`) in `batch`.
+/// Min, max and null count of every column of `batch` (of Paimon types `types`, in column order).
 ///
 /// Column by column: each column's smallest and largest value are found by comparing the
 /// Arrow array in place, and only those two become Paimon values. Float columns take the
 /// value-by-value path, whose comparison (`Datum`'s, under which NaN is neither smaller nor
 /// larger than anything) Arrow's total order does not share.
-pub(crate) fn column_stats<T: DeserializeOwned>(
-    batch: &RecordBatch,
-    cols: &[usize],
-    types: &[DataType],
-) -> Result<T, String> {
-    let mut acc = MinMax::new(cols.len());
-    for (pos, (&col, ty)) in cols.iter().zip(types).enumerate() {
+pub(crate) fn column_bounds(batch: &RecordBatch, types: &[DataType]) -> Result<MinMax, String> {
+    let mut acc = MinMax::new(types.len());
+    for (col, ty) in types.iter().enumerate() {
         let array = batch.column(col);
         let extract = |row: usize| extract_datum_from_arrow(batch, row, col, ty).map_err(|e| e.to_string());
         if matches!(ty, DataType::Float(_) | DataType::Double(_)) {
             for row in 0..batch.num_rows() {
-                acc.add(pos, extract(row)?);
+                acc.add(col, extract(row)?);
             }
             continue;
         }
-        acc.add_nulls(pos, i64::try_from(array.null_count()).expect("rows fit i64"));
+        acc.add_nulls(col, i64::try_from(array.null_count()).expect("rows fit i64"));
         let Some((lo, hi)) = bounds(array.as_ref())? else { continue };
-        acc.add(pos, extract(lo)?);
-        acc.add(pos, extract(hi)?);
+        acc.add(col, extract(lo)?);
+        acc.add(col, extract(hi)?);
     }
-    acc.finish(types)
+    Ok(acc)
 }
 
 /// The rows of `array`'s first smallest and first largest non-null value, `None` when every
@@ -137,20 +143,19 @@ mod tests {
         acc
     }
 
+    /// Stats column by column, read back from the Paimon form they are handed over in.
     fn by_columns(batch: &RecordBatch, types: &[DataType]) -> MinMax {
-        let mut acc = MinMax::new(types.len());
-        for (col, ty) in types.iter().enumerate() {
-            let one: serde_json::Value = column_stats(batch, &[col], std::slice::from_ref(ty)).unwrap();
-            let json = |k: &str| one[k].clone();
-            let row = |k: &str| {
-                let bytes: Vec<u8> = serde_json::from_value(json(k)).unwrap();
-                BinaryRow::from_serialized_bytes(&bytes).unwrap().get_datum(0, ty).unwrap()
-            };
-            acc.mins[col] = row("_MIN_VALUES");
-            acc.maxs[col] = row("_MAX_VALUES");
-            acc.nulls[col] = serde_json::from_value::<Vec<i64>>(json("_NULL_COUNTS")).unwrap()[0];
+        let stats: serde_json::Value = column_bounds(batch, types).unwrap().finish(types).unwrap();
+        let row = |k: &str| {
+            let bytes: Vec<u8> = serde_json::from_value(stats[k].clone()).unwrap();
+            let row = BinaryRow::from_serialized_bytes(&bytes).unwrap();
+            types.iter().enumerate().map(|(col, ty)| row.get_datum(col, ty).unwrap()).collect()
+        };
+        MinMax {
+            mins: row("_MIN_VALUES"),
+            maxs: row("_MAX_VALUES"),
+            nulls: serde_json::from_value(stats["_NULL_COUNTS"].clone()).unwrap(),
         }
-        acc
     }
 
     #[test]
@@ -207,5 +212,8 @@ mod tests {
             (None, None),
             "a column of nulls has no bounds"
         );
+        // A file's key statistics are its columns' statistics, projected.
+        let keys = column_bounds(&batch, &types).unwrap().project(&[1, 0]);
+        assert_eq!((keys.mins, keys.nulls), (vec![rows.mins[1].clone(), rows.mins[0].clone()], vec![1, 1]));
     }
 }
